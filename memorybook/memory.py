@@ -1,0 +1,70 @@
+"""Generated from notebooks/03_memory_wrapper.ipynb by `python -m tools.export`.
+
+Edit the notebook's cells tagged `export`, not this file."""
+
+
+from typesafe_sdk import SystemOneResponse
+
+from memorybook.gate import REMEMBER_AT, as_memory, remember_probability
+from memorybook.routing import EARLIER, ROUTE, ask
+
+MEMORY_KEY = "earlier_tickets_from_this_customer"  # where saved memories go in the state
+
+
+class InMemoryMemories:
+    """Each customer's saved memories, oldest first, kept for as long as the process runs."""
+
+    def __init__(self) -> None:
+        self._by_customer: dict[str, list[dict]] = {}
+
+    def recall(self, customer_id: str) -> list[dict]:
+        return list(self._by_customer.get(customer_id, []))
+
+    def save(self, customer_id: str, memory: dict) -> None:
+        self._by_customer.setdefault(customer_id, []).append(memory)
+
+
+MEMORIES = InMemoryMemories()
+
+
+class MissingCustomerIdError(ValueError):
+    """The state has no `customer.id`, so there is no customer to file memories under."""
+
+
+def customer_id(state: dict) -> str:
+    """The id of the customer a state is about."""
+    customer = state.get("customer") if isinstance(state, dict) else None
+    known = isinstance(customer, dict) and isinstance(customer.get("id"), str) and customer["id"]
+    if not known:
+        shape = f"keys {sorted(state)}" if isinstance(state, dict) else f"a {type(state).__name__}"
+        raise MissingCustomerIdError(
+            f"ask_with_memory() needs the state to name its customer as `customer.id`; got {shape}."
+        )
+    return customer["id"]
+
+
+def with_memories(state: dict) -> dict:
+    """The state as Jev receives it: with the customer's memories, if they have any."""
+    saved = MEMORIES.recall(customer_id(state))
+    return {**state, MEMORY_KEY: saved} if saved else state
+
+
+def ask_with_memory(state: dict, questions: dict) -> SystemOneResponse:
+    """ask(), plus memory: the same arguments and the same return value."""
+    response = ask(with_memories(state), questions)
+    memory = as_memory(state, questions, response)
+    if remember_probability(memory) >= REMEMBER_AT:
+        MEMORIES.save(customer_id(state), memory)
+    return response
+
+
+def memory_ids(customer: str) -> str:
+    """The ticket ids of a customer's memories, oldest first."""
+    saved = MEMORIES.recall(customer)
+    return ", ".join(memory["request"]["ticket"]["id"] for memory in saved) or "none"
+
+
+def remember_earlier_tickets() -> None:
+    """Send the five earlier tickets through the wrapper, in the order they arrived."""
+    for state in EARLIER:
+        ask_with_memory(state, ROUTE)

@@ -1,0 +1,41 @@
+"""Generated from notebooks/04_probe_experiment.ipynb by `python -m tools.export`.
+
+Edit the notebook's cells tagged `export`, not this file."""
+
+
+from memorybook.gate import REMEMBER_AT, as_memory, remember_probability
+from memorybook.memory import ask_with_memory, customer_id, memory_ids
+from memorybook.routing import CUSTOMERS, EARLIER, ROUTE, later_state
+
+PROBES = {"Slow dashboards": 0, "More seats": 2}  # later messages to send after each ticket
+
+
+def send_probes(customer: str, step: str) -> list[dict]:
+    """Send one customer's probe messages through the wrapper; print and return the answers."""
+    answers = []
+    for subject, message_index in PROBES.items():
+        team = ask_with_memory(later_state(customer, message_index), ROUTE).answers["team"]
+        probability = team.probabilities[team.choice]
+        print(f"      {subject:<16} -> {team.choice:<19} {probability:.2f}")
+        answers.append({"customer": customer, "step": step, "message": subject,
+                        "team": team.choice, "probability": probability})
+    return answers
+
+
+def probe_experiment() -> list[dict]:
+    """Each earlier ticket through the wrapper, in order, with both probes before and after it."""
+    answers = []
+    for customer in CUSTOMERS:
+        print(f"{customer}, memories: {memory_ids(customer)}")
+        answers += send_probes(customer, "start")
+    for state in EARLIER:
+        customer, ticket = customer_id(state), state["ticket"]
+        response = ask_with_memory(state, ROUTE)
+        p = remember_probability(as_memory(state, ROUTE, response))  # cached: the wrapper asked
+        verdict = "saved" if p >= REMEMBER_AT else "not saved"
+        print(f"\n{customer} {ticket['id']}  {response.answers['team'].choice:<19} "
+              f"P(remember) {p:.2f}  {verdict}")
+        print(f"    {ticket['messages'][0]['text'][:84]}")
+        print(f"{customer}, memories: {memory_ids(customer)}")
+        answers += send_probes(customer, f"{ticket['id']} {verdict}")
+    return answers

@@ -1,0 +1,78 @@
+"""Run the notebooks top to bottom in fresh kernels and store their outputs, reproducibly.
+
+    python -m tools.execute                 # every notebook, in reading order, in place
+    python -m tools.execute notebooks/05_reconciliation.ipynb
+
+Outputs are stored without timings, and the notebook metadata is reduced to what does not depend
+on the machine, so a re-run on another machine leaves `git diff` empty. At the end it prints the
+headline results the notebooks produced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO_ROOT / "notebooks"
+HEADLINES = ("plain Jev ->", "Expected routes:")  # stdout lines worth repeating at the end
+KERNEL_TIMEOUT = 120  # seconds a single cell may take
+
+
+def notebook_paths() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def execute(path: Path) -> nbformat.NotebookNode:
+    """Execute one notebook in a fresh kernel started in its own folder; return it with outputs."""
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        notebook,
+        kernel_name="python3",
+        timeout=KERNEL_TIMEOUT,
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute()
+    notebook.metadata["language_info"] = {"name": "python"}
+    return notebook
+
+
+def stdout_lines(notebook: nbformat.NotebookNode) -> list[str]:
+    lines = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and output.get("name") == "stdout":
+                lines += output["text"].splitlines()
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: all, in reading order")
+    args = parser.parse_args(argv)
+    headlines = []
+    for path in args.notebooks or notebook_paths():
+        path = path.resolve()
+        try:
+            notebook = execute(path)
+        except CellExecutionError as error:
+            print(f"{path.relative_to(REPO_ROOT)} stopped with an error:\n{error}", file=sys.stderr)
+            return 1
+        nbformat.write(notebook, path)
+        cells = sum(cell.cell_type == "code" for cell in notebook.cells)
+        print(f"ran {path.relative_to(REPO_ROOT)}: {cells} code cells")
+        headlines += [line.strip() for line in stdout_lines(notebook)
+                      if line.strip().startswith(HEADLINES)]
+    if headlines:
+        print("\nHeadline results:\n  " + "\n  ".join(dict.fromkeys(headlines)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
