@@ -166,8 +166,8 @@ def cache_key(model: str, state_json: str, questions_json: str) -> str:
 
 
 def read_recording(path: Path | None = None) -> dict:
-    """The recording's entries, read without cooksafe (for summaries, tools and tests)."""
-    return open_recording(path)._data  # noqa: SLF001
+    """The recording's entries as a plain dict: looking in it is not logged as a notebook's use."""
+    return dict(open_recording(path)._data)  # noqa: SLF001
 
 
 def recording_summary(path: Path | None = None) -> str:

@@ -45,6 +45,7 @@ PUBLISHED_TOTALS = {"calls": 31, "route_calls": 19, "gate_calls": 12,
                     "input_tokens": 21_456, "output_tokens": 1_752}
 TOTALS_SOURCE = "a tutorial of the official page: the official recording's totals"
 MODEL_SOURCE = "official page, setup: the numbers came from jev-1.14.0 on 2026-10-29"
+TYPE_SOURCE = "fixed by the question: a Choice question gets a choice answer, a Noul a noul answer"
 
 RULES = {
     "chosen-probability": "A routing answer whose probability the page does not print gets the "
@@ -74,22 +75,15 @@ def read_figures() -> dict[tuple, dict]:
     return figures
 
 
-def identify(body: dict) -> tuple:
+def identify(body: dict, route_criteria: dict, memory_key: str) -> tuple:
     """Which call of the table a request body is: its question, ticket and context."""
     state, question = body["state"], next(iter(body["questions"]))
     if question == "remember":
-        ticket = state["request"]["ticket"]["id"]
         routed_to = next(iter(state["jev_answered"].values()))
-        criteria = body_route_criteria()
-        return question, ticket, next(team for team, text in criteria.items() if text == routed_to)
-    memories = next((value for key, value in state.items() if key not in ("customer", "ticket")), [])
-    return question, state["ticket"]["id"], " ".join(m["request"]["ticket"]["id"] for m in memories)
-
-
-def body_route_criteria() -> dict:
-    from memorybook.routing import ROUTE
-
-    return ROUTE["team"].criteria
+        team = next(team for team, text in route_criteria.items() if text == routed_to)
+        return question, state["request"]["ticket"]["id"], team
+    memories = " ".join(m["request"]["ticket"]["id"] for m in state.get(memory_key, []))
+    return question, state["ticket"]["id"], memories
 
 
 def hundredths(value: float) -> int:
@@ -164,7 +158,7 @@ def rebuild() -> tuple[str, str]:
 
     def answer(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
-        identity = identify(body)
+        identity = identify(body, routing.ROUTE["team"].criteria, memory.MEMORY_KEY)
         row = figures.get(identity)
         if row is None:
             raise UnpublishedCallError(f"no published figures for the call {identity}")
@@ -185,7 +179,7 @@ def rebuild() -> tuple[str, str]:
         os.environ[RECORDING_ENV] = str(scratch_recording)
         from typesafe_sdk import TypeSafeClient
 
-        from memorybook import routing
+        from memorybook import memory, routing
 
         routing.client = TypeSafeClient(
             api_key="rebuild", transport=httpx2.MockTransport(answer), compression=False
@@ -210,6 +204,7 @@ def rebuild() -> tuple[str, str]:
         question, ticket, context = calls[key]["identity"]
         fields = calls[key]["fields"]
         fields["published"]["model"] = MODEL_SOURCE
+        fields["published"][f"answers.{question}.type"] = TYPE_SOURCE
         fields["filled"]["usage.input_tokens"] = "tokens-by-size"
         fields["filled"]["usage.output_tokens"] = "tokens-by-size"
         provenance_entries[key] = {"call": describe(question, ticket, context), **fields}

@@ -1,0 +1,90 @@
+"""The committed notebooks are complete, ordered and clean, so nbval's comparison means something.
+
+nbval skips a cell that was never executed, so a notebook committed without outputs would pass
+it; these checks make sure every cell was run, in order, and stored nothing it should not.
+"""
+
+import json
+import re
+
+import pytest
+
+from tests.helpers import NOTEBOOKS, REPO_ROOT
+
+
+def load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def code_cells(nb):
+    return [cell for cell in nb["cells"]
+            if cell["cell_type"] == "code" and "".join(cell["source"]).strip()]
+
+
+by_name = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+
+
+def test_the_collection_has_its_six_notebooks():
+    assert [p.stem[:2] for p in NOTEBOOKS][:6] == ["01", "02", "03", "04", "05", "06"]
+
+
+@by_name
+def test_every_code_cell_ran_once_in_order(path):
+    counts = [cell["execution_count"] for cell in code_cells(load(path))]
+    assert counts == list(range(1, len(counts) + 1))
+
+
+@by_name
+def test_no_stored_error_or_stderr(path):
+    for number, cell in enumerate(code_cells(load(path)), 1):
+        for output in cell["outputs"]:
+            assert output["output_type"] != "error", f"code cell {number} stores an error"
+            assert output.get("name") != "stderr", f"code cell {number} wrote to stderr"
+
+
+@by_name
+def test_metadata_does_not_depend_on_the_machine(path):
+    metadata = load(path)["metadata"]
+    assert metadata["kernelspec"]["name"] == "python3"
+    assert metadata["language_info"] == {"name": "python"}
+    for cell in load(path)["cells"]:
+        assert "execution" not in cell.get("metadata", {}), "timings stored"
+
+
+MACHINE_SPECIFIC = [
+    (re.compile(r" at 0x[0-9a-f]{6,}"), "a memory address"),
+    (re.compile(r"/(tmp|root|home|Users)/"), "a local path"),
+    (re.compile(r"Warning|warnings\.warn"), "a warning"),
+    (re.compile(r"\b20\d\d-\d\d-\d\d[ T]\d\d:\d\d"), "a timestamp"),
+]
+
+
+@by_name
+def test_outputs_hold_nothing_from_the_machine_that_ran_them(path):
+    text = json.dumps([cell.get("outputs", []) for cell in load(path)["cells"]])
+    assert str(REPO_ROOT) not in text
+    for pattern, what in MACHINE_SPECIFIC:
+        assert not pattern.search(text), f"an output holds {what}: {pattern.search(text)[0]!r}"
+
+
+@by_name
+def test_opens_with_a_title_and_the_measured_result(path):
+    first = "".join(load(path)["cells"][0]["source"])
+    assert re.match(rf"# {int(path.stem[:2])} · \S", first), "title: '# N · what it shows'"
+    assert "**Measured:**" in first or "**Made here:**" in first
+
+
+@by_name
+def test_every_code_cell_follows_a_paragraph(path):
+    cells = load(path)["cells"]
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "code":
+            before = cells[index - 1]
+            assert before["cell_type"] == "markdown", f"code cell at {index} has no prose before it"
+
+
+@by_name
+def test_outputs_are_compared_not_ignored(path):
+    for cell in code_cells(load(path)):
+        source = "".join(cell["source"])
+        assert "NBVAL_IGNORE_OUTPUT" not in source and "NBVAL_SKIP" not in source

@@ -1,0 +1,115 @@
+"""The recording: rebuilt from the published figures, complete, honest about what it filled in."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from memorybook.plumbing import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL, read_recording
+from tests.helpers import PUBLISHED, REPO_ROOT, run_python
+
+ENTRIES = read_recording(RECORDING_PATH)
+PROVENANCE = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
+
+
+def leaf_fields(value, prefix=""):
+    """Dotted paths of every number and string in a response, e.g. answers.team.choice."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from leaf_fields(item, f"{prefix}{key}.")
+    else:
+        yield prefix.rstrip(".")
+
+
+def test_the_committed_files_are_what_the_table_of_figures_rebuilds():
+    rebuild = subprocess.run([sys.executable, "-m", "tools.build_recording", "--check"],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert rebuild.returncode == 0, rebuild.stderr
+
+
+def test_the_keys_are_the_ones_the_official_code_requests():
+    lines = (PUBLISHED / "official_keys.txt").read_text(encoding="utf-8").splitlines()
+    official = {line for line in lines if line and not line.startswith("#")}
+    assert set(ENTRIES) == official
+
+
+def test_the_published_totals_hold():
+    totals = PROVENANCE["published_totals"]
+    questions = [next(iter(entry["answers"])) for entry in ENTRIES.values()]
+    assert len(ENTRIES) == totals["calls"] == 31
+    assert questions.count("team") == totals["route_calls"] == 19
+    assert questions.count("remember") == totals["gate_calls"] == 12
+    assert sum(e["usage"]["input_tokens"] for e in ENTRIES.values()) == totals["input_tokens"]
+    assert sum(e["usage"]["output_tokens"] for e in ENTRIES.values()) == totals["output_tokens"]
+
+
+def test_every_entry_was_made_with_the_pinned_model():
+    assert {entry["model"] for entry in ENTRIES.values()} == {TYPESAFE_MODEL}
+
+
+def test_every_value_is_either_published_or_filled_by_a_named_rule():
+    assert set(PROVENANCE["entries"]) == set(ENTRIES)
+    for key, entry in ENTRIES.items():
+        provenance = PROVENANCE["entries"][key]
+        published = set(provenance["published"]) & set(leaf_fields(entry))
+        filled = set(provenance["filled"])
+        assert published | filled == set(leaf_fields(entry)), provenance["call"]
+        assert not published & filled, provenance["call"]
+        assert set(provenance["filled"].values()) <= set(PROVENANCE["rules"])
+
+
+def test_choice_answers_are_well_formed():
+    for entry in ENTRIES.values():
+        answer = entry["answers"].get("team")
+        if answer:
+            probabilities = answer["probabilities"]
+            assert len(probabilities) == 7 and abs(sum(probabilities.values()) - 1) < 1e-9
+            assert max(probabilities, key=probabilities.get) == answer["choice"]
+
+
+@pytest.mark.after_notebooks
+def test_the_notebooks_read_every_entry_and_nothing_else(keys_read_by_notebooks):
+    assert set(ENTRIES) - keys_read_by_notebooks == set(), "entries no notebook reads"
+    assert keys_read_by_notebooks - set(ENTRIES) == set(), "lookups the recording cannot answer"
+
+
+MISSING_CALL = """
+    import socket, time
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a socket was opened")
+
+    socket.socket.connect = socket.socket.connect_ex = socket.create_connection = no_network
+    from memorybook.routing import ROUTE, ask, later_state
+    from memorybook.plumbing import RecordingMissError
+
+    state = later_state("C-1042", 0)
+    state["ticket"]["subject"] = "Slow dashboards, again"
+    try:
+        ask(state, ROUTE)
+    except RecordingMissError as error:
+        print(error)
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"TYPESAFE_API_KEY": "sk-test", "CI": "true"}],
+                         ids=["no key", "key but CI"])
+def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(env):
+    result = run_python(MISSING_CALL, **env)
+    assert result.returncode == 0, result.stderr
+    message = result.stdout
+    assert "Not in the recording json_cache/json_cache.json" in message
+    assert "ticket T-201 ('Slow dashboards, again') of customer C-1042, questions: team" in message
+    assert "make record" in message
+    assert "sk-test" not in message + result.stderr
+
+
+def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path):
+    corrupt = tmp_path / "json_cache.json"
+    corrupt.write_text('{"half an entry": ', encoding="utf-8")
+    result = run_python("import memorybook.routing", MEMORYBOOK_RECORDING=str(corrupt))
+    assert result.returncode != 0
+    assert "RecordingError" in result.stderr and str(corrupt) in result.stderr
+    assert "git checkout" in result.stderr
+    assert corrupt.read_text(encoding="utf-8") == '{"half an entry": '

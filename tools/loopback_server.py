@@ -1,0 +1,279 @@
+"""A loopback stand-in for TypeSafe's System One API that replays a cooksafe recording.
+
+The real ``typesafe_sdk.TypeSafeClient`` talks to it over HTTP on 127.0.0.1, so tests exercise the
+SDK's own request encoding, response parsing, error mapping and retries. Nothing leaves the machine.
+
+    with LoopbackSystemOne("json_cache/json_cache.json") as server:
+        client = TypeSafeClient(api_key="test-key", base_url=server.base_url, compression=False)
+
+A request whose recording key is missing answers 404 naming the key: a test stand-in must be loud.
+Run ``python -m tools.loopback_server --recording FILE`` to serve a recording by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Self
+
+from memorybook.plumbing import cache_key
+
+try:  # The SDK only compresses when one of these is importable; mirror that here.
+    from compression import zstd as _zstd  # type: ignore[import-not-found]  # Python 3.14+
+except ImportError:
+    try:
+        from backports import zstd as _zstd  # type: ignore[import-not-found,no-redef]
+    except ImportError:
+        _zstd = None
+
+_ZSTD_ERRORS: tuple[type[Exception], ...] = () if _zstd is None else (_zstd.ZstdError,)
+logger = logging.getLogger(__name__)
+
+FAILURES = ("unauthorized", "rate_limit", "server_error", "hang", "malformed", "garbage")
+Reply = tuple[int, dict[str, str], bytes]
+HANG_SECONDS = 5.0  # a "hang" holds the request at least this long (or until the server stops)
+
+
+def recording_key(model: str, state: object, questions: object) -> str:
+    """The recording's key for a request, as the notebooks' ``_system_one`` files it."""
+    return cache_key(model, json.dumps(state), json.dumps(questions))
+
+
+def closed_port_url() -> str:
+    """An ``http://127.0.0.1:PORT`` URL where nothing listens (the port was free a moment ago)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+class LoopbackSystemOne:
+    """Serve a recording on 127.0.0.1 from a background thread while the ``with`` block runs."""
+
+    def __init__(
+        self,
+        recording: dict | str | Path,
+        *,
+        latency: float = 0.0,
+        failure: str | None = None,
+        failure_count: int | None = None,
+        retry_after_ms: int = 300,
+        model_override: str | None = None,
+        max_requests: int = 1000,
+        max_seconds: float = 600.0,
+    ) -> None:
+        if failure is not None and failure not in FAILURES:
+            raise ValueError(f"failure must be one of {FAILURES}, not {failure!r}")
+        self.recording = (
+            recording if isinstance(recording, dict) else json.loads(Path(recording).read_text())
+        )
+        self.latency, self.failure, self.failure_count = latency, failure, failure_count
+        self.retry_after_ms, self.model_override = retry_after_ms, model_override
+        self.max_requests, self.max_seconds = max_requests, max_seconds
+        self.base_url = ""
+        self.requests: list[dict] = []
+        self._hits = self._misses = 0
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()  # also wakes sleeping and hanging handlers
+        self._server: ThreadingHTTPServer | None = None
+        self._timer: threading.Timer | None = None
+
+    def hits(self) -> int:
+        return self._hits
+
+    def misses(self) -> int:
+        return self._misses
+
+    def __enter__(self) -> Self:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True  # never join handler threads on close
+        self._server.owner = self  # type: ignore[attr-defined]
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        serve = functools.partial(self._server.serve_forever, poll_interval=0.05)
+        threading.Thread(target=serve, name="loopback-system-one", daemon=True).start()
+        self._timer = threading.Timer(self.max_seconds, self.stop)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop accepting connections and release held requests; safe to call more than once."""
+        with self._lock:
+            if self._stopped.is_set() or self._server is None:
+                return
+            self._stopped.set()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._server.shutdown()  # called from a handler or timer thread, never the serving thread
+        self._server.server_close()
+
+    def wait(self) -> None:
+        """Block until the server stops (limits reached); Ctrl-C still interrupts."""
+        while not self._stopped.wait(0.5):
+            pass
+
+    # Answers are (status, headers, body bytes), or None to drop the connection unanswered.
+
+    def answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply | None:
+        body, problem = self._decode(headers, raw)
+        seen = {"method": method, "path": path, "headers": headers, "body": body, "status": None}
+        with self._lock:
+            self.requests.append(seen)
+            number = len(self.requests)
+        if number > self.max_requests:
+            self.stop()  # before answering, so the client's next call is refused
+            reply = _error(503, "limit", f"loopback served max_requests={self.max_requests}")
+        else:
+            reply = self._answer(number, method, path, headers, body, problem)
+        if reply is None:
+            return None
+        seen["status"] = reply[0]
+        return reply[0], {**reply[1], "x-typesafe-request-id": f"loopback-{number}"}, reply[2]
+
+    def _answer(self, number, method, path, headers, body, problem) -> Reply | None:
+        failing = self.failure is not None and (
+            self.failure_count is None or number <= self.failure_count
+        )
+        if failing and self.failure == "hang":
+            self._stopped.wait(max(HANG_SECONDS, self.latency))
+            return None
+        self._stopped.wait(self.latency)
+        if problem is not None:
+            return problem
+        if failing:
+            return self._fail(path)
+        if not headers.get("authorization", "").startswith("Bearer "):
+            return _error(401, "unauthorized", "missing Bearer API key")
+        if (method, path) == ("GET", "/v1/models"):
+            about = "replayed from a recording by the loopback server"
+            models = [
+                {"name": name, "description": about, "release_date": "1970-01-01"}
+                for name in self._models()
+            ]
+            return _json(200, {"models": models})
+        if (method, path) == ("POST", "/v1/systemone"):
+            return self._replay(body)
+        return _error(404, "not_found", f"no route {method} {path}")
+
+    def _decode(self, headers: dict[str, str], raw: bytes) -> tuple[object, Reply | None]:
+        if not raw:
+            return None, None
+        encoding = headers.get("content-encoding", "identity")
+        if encoding not in ("identity", "zstd") or (encoding == "zstd" and _zstd is None):
+            why = "backports.zstd is not installed here" if encoding == "zstd" else "unsupported"
+            message = f"loopback cannot read a {encoding!r} body ({why}); pass compression=False"
+            return None, _error(415, "unsupported_media_type", message)
+        try:
+            return json.loads(_zstd.decompress(raw) if encoding == "zstd" else raw), None
+        except (ValueError, *_ZSTD_ERRORS) as error:  # not JSON (or UTF-8), or a corrupt frame
+            return None, _error(400, "bad_request", f"unreadable body: {error}")
+
+    def _fail(self, path: str) -> Reply:
+        if self.failure == "unauthorized":
+            return _error(401, "unauthorized", "invalid API key (injected)")
+        if self.failure == "rate_limit":
+            reply = _error(429, "rate_limit", "rate limited (injected)")
+            return reply[0], {**reply[1], "retry-after-ms": str(self.retry_after_ms)}, reply[2]
+        if self.failure == "server_error":
+            return _error(500, "internal", "server error (injected)")
+        if self.failure == "garbage":
+            return 200, {"Content-Type": "text/html"}, b"<html>not JSON (injected)</html>"
+        if path == "/v1/models":  # "malformed": valid JSON, invalid shape
+            return _json(200, {"models": [{"name": "jev-broken"}]})
+        broken = {"type": "choice", "choice": "yes", "confidence": 0.5}  # no "probabilities"
+        model = self.model_override or "jev-broken"
+        return _json(200, {"model": model, "usage": {}, "answers": {"broken": broken}})
+
+    def _replay(self, body: object) -> Reply:
+        if not (
+            isinstance(body, dict)
+            and isinstance(body.get("model"), str)
+            and "state" in body
+            and isinstance(body.get("questions"), dict)
+        ):
+            message = "expected an object with state, model and questions"
+            return _json(422, {"detail": [{"loc": ["body"], "msg": message, "type": "missing"}]})
+        key = recording_key(body["model"], body["state"], body["questions"])
+        recorded = self.recording.get(key)
+        with self._lock:
+            if recorded is None:
+                self._misses += 1
+            else:
+                self._hits += 1
+        if recorded is None:
+            return _error(404, "not_recorded", f"no recorded answer for key {key!r}", key=key)
+        if self.model_override is not None:
+            recorded = {**recorded, "model": self.model_override}
+        return _json(200, recorded)
+
+    def _models(self) -> list[str]:
+        names = {entry.get("model") for entry in self.recording.values() if isinstance(entry, dict)}
+        return sorted(name for name in names | {self.model_override} if isinstance(name, str))
+
+
+def _json(status: int, payload: object) -> Reply:
+    return status, {"Content-Type": "application/json"}, json.dumps(payload).encode()
+
+
+def _error(status: int, kind: str, message: str, **extra: str) -> Reply:
+    return _json(status, {"error": {"type": kind, "message": message, **extra}})
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.0 (the default): one request per connection, so after a stop nothing is served.
+    server_version = "LoopbackSystemOne/1"
+
+    def _handle(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        path = self.path.split("?", 1)[0]
+        reply = self.server.owner.answer(self.command, path, headers, raw)  # type: ignore[attr-defined]
+        if reply is None:  # drop without answering
+            self.close_connection = True
+            return
+        status, reply_headers, content = reply
+        try:
+            self.send_response(status)
+            for name, value in {**reply_headers, "Content-Length": str(len(content))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(content)
+        except OSError:  # the client gave up (e.g. timed out) first
+            self.close_connection = True
+
+    do_GET = do_POST = _handle
+
+    def log_message(self, format: str, *args: object) -> None:
+        logger.info("%s %s", self.address_string(), format % args)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recording", required=True, help="cooksafe JsonCache file to replay")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--failure", choices=FAILURES, help="inject this failure")
+    parser.add_argument("--failure-count", type=int, help="fail only the first N requests")
+    parser.add_argument("--model-override", help="answer with this model id")
+    parser.add_argument("--max-requests", type=int, default=1000)
+    parser.add_argument("--max-seconds", type=float, default=600.0)
+    args = vars(parser.parse_args(argv))
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    with LoopbackSystemOne(args.pop("recording"), **args) as server:
+        print(server.base_url, flush=True)
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
