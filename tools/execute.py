@@ -36,6 +36,7 @@ def execute(path: Path) -> nbformat.NotebookNode:
         kernel_name="python3",
         timeout=KERNEL_TIMEOUT,
         record_timing=False,
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on the terminal
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
