@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test lab lint format export recording benchmark clean
+.PHONY: help setup run test lab lint export recording record record-dry-run accept-recording \
+	benchmark clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -35,6 +36,15 @@ export: $(INSTALLED) ## Write the code the notebooks teach into memorybook/ (aft
 
 recording: $(INSTALLED) ## Rebuild json_cache/ from data/published_figures.csv
 	$(BIN)/python -m tools.build_recording
+
+record-dry-run: $(INSTALLED) ## List the calls a live recording would make and their cost; sends nothing
+	$(BIN)/python -m tools.record --dry-run
+
+record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into json_cache/json_cache.new.json and compare
+	$(BIN)/python -m tools.record
+
+accept-recording: $(INSTALLED) ## After review: the new recording replaces the committed one
+	$(BIN)/python -m tools.record --accept
 
 benchmark: $(INSTALLED) ## Time the test command and the notebooks against empty ones
 	$(BIN)/python benchmarks/collection_benchmark.py

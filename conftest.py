@@ -44,3 +44,9 @@ def keys_read_by_notebooks(request) -> set[str]:
     if not USAGE_LOG.exists():
         pytest.fail("the notebooks ran but no kernel logged a cache lookup")
     return set(USAGE_LOG.read_text(encoding="utf-8").split())
+
+
+@pytest.fixture(autouse=True)
+def _only_notebooks_log_their_lookups(monkeypatch):
+    """Python tests may open recordings too; their lookups must not count as a notebook's."""
+    monkeypatch.delenv("MEMORYBOOK_USAGE_LOG", raising=False)

@@ -6,16 +6,28 @@ replay the committed recording with no key and no network, and fail loudly when 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import httpx2
 from cooksafe import JsonCache
 from cooksafe.cache import MAX_KEY_CHARS
-from typesafe_sdk import TypeSafeClient
+from typesafe_sdk import (
+    TypeSafeAPIConnectionError,
+    TypeSafeAPIError,
+    TypeSafeAPIResponseValidationError,
+    TypeSafeAPITimeoutError,
+    TypeSafeAuthenticationError,
+    TypeSafeClient,
+    TypeSafeError,
+    TypeSafeInternalServerError,
+    TypeSafeRateLimitError,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_PATH = REPO_ROOT / "data" / "tickets.json"
@@ -32,6 +44,7 @@ ENDPOINT_ENV = "TYPESAFE_ENDPOINT"
 RECORDING_ENV = "MEMORYBOOK_RECORDING"  # use another file than json_cache/json_cache.json
 ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
+TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # per HTTP operation in live mode; default 120
 
 RECORD_HINT = "set TYPESAFE_API_KEY and run `make record` (README, 'Recording new answers')"
 
@@ -96,7 +109,7 @@ class ReplayOnlyTransport(httpx2.BaseTransport):
         except (ValueError, UnicodeDecodeError):
             call = f"{request.method} {request.url.path} (body not readable)"
         raise RecordingMissError(
-            f"Not in the recording {_shown(self.recording)}: {call}.\n"
+            f"Not in the recording {shown_path(self.recording)}: {call}.\n"
             f"Only replay is allowed here ({self.reason}), so nothing was sent.\n"
             f"To record this call, {RECORD_HINT}."
         )
@@ -106,10 +119,11 @@ def make_client() -> TypeSafeClient:
     """The real SDK client: live with a key; otherwise every request it would send is a miss."""
     reason = replay_only_reason()
     if reason is None:
+        explain_api_failures_in_notebooks()
         return TypeSafeClient(
             api_key=os.environ[API_KEY_ENV],
             base_url=os.environ.get(ENDPOINT_ENV) or None,
-            timeout=120.0,
+            timeout=float(os.environ.get(TIMEOUT_ENV) or 120),
         )
     return TypeSafeClient(
         api_key="cache-only",
@@ -132,27 +146,120 @@ class _UsageLoggingEntries(dict):
         return super().__contains__(key)
 
 
-def open_recording(path: Path | None = None) -> JsonCache:
-    """cooksafe's JsonCache on the recording, with a clear error when the file is unreadable."""
-    path = recording_path() if path is None else path
+class _RecordingFile(type(Path())):
+    """The recording's path; cooksafe saves through its write_text, made safe here.
+
+    cooksafe rewrites the whole file after each new entry. This write merges with whatever is on
+    disk now (entries another process recorded meanwhile are kept; an entry already on disk is
+    never replaced), under a lock, through a temporary file that atomically replaces the old one.
+    An interrupted run leaves the last complete file; a file that became unreadable is left alone
+    and the write fails, naming it, rather than replacing it with less than it held.
+    """
+
+    def write_text(self, data, encoding=None, errors=None, newline=None):
+        ours = json.loads(data)
+        self.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(self):
+            on_disk = _load_entries(self) if self.exists() else {}
+            merged = {**ours, **on_disk}
+            text = json.dumps({key: merged[key] for key in sorted(merged)}, indent=2)
+            with tempfile.NamedTemporaryFile(
+                "w", encoding="utf-8", dir=self.parent, prefix=f".{self.name}.", delete=False
+            ) as temporary:
+                temporary.write(text)
+                temporary.flush()
+                os.fsync(temporary.fileno())
+            os.replace(temporary.name, self)
+        return len(text)
+
+
+class _locked:
+    """An exclusive lock on `<recording>.lock`, held by one writer at a time across processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.lock_path = path.with_name(path.name + ".lock")
+
+    def __enter__(self):
+        self.handle = self.lock_path.open("a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc_info):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def _load_entries(path: Path) -> dict:
+    """A recording's entries, or a RecordingError that names the file and how to recover."""
     try:
-        cache = JsonCache(path)
+        entries = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise RecordingError(
-            f"The recording {_shown(path)} is not valid JSON ({error}). It was left as it is. "
-            f"Restore it with `git checkout -- {_shown(path)}`, or move it away to record anew."
+            f"The recording {shown_path(path)} is not valid JSON ({error}). It was left as it is. "
+            f"Restore it with `git checkout -- {shown_path(path)}`, or move it away to record anew."
         ) from None
-    if not isinstance(cache._data, dict):  # noqa: SLF001 - cooksafe keeps its entries there
+    if not isinstance(entries, dict):
         raise RecordingError(
-            f"The recording {_shown(path)} holds a JSON {type(cache._data).__name__}, "  # noqa: SLF001
-            f"not an object of entries. Restore it with `git checkout -- {_shown(path)}`."
+            f"The recording {shown_path(path)} holds a JSON {type(entries).__name__}, not an "
+            f"object of entries. It was left as it is. Restore it with "
+            f"`git checkout -- {shown_path(path)}`."
         )
+    return entries
+
+
+def open_recording(path: Path | None = None) -> JsonCache:
+    """cooksafe's JsonCache on the recording: clear errors, and writes that lose nothing."""
+    path = _RecordingFile(recording_path() if path is None else path)
+    entries = _load_entries(path) if path.exists() else {}  # a clear error before cooksafe's
+    cache = JsonCache(path)
+    cache.path = path
     log = os.environ.get(USAGE_LOG_ENV, "").strip()
-    cache._data = _UsageLoggingEntries(cache._data, Path(log) if log else None)  # noqa: SLF001
+    cache._data = _UsageLoggingEntries(entries, Path(log) if log else None)  # noqa: SLF001
     return cache
 
 
-def _shown(path: Path) -> str:
+def describe_api_failure(error: TypeSafeError) -> str:
+    """What went wrong with a live call, in a sentence a notebook reader can act on."""
+    endpoint = os.environ.get(ENDPOINT_ENV) or "the default TypeSafe endpoint"
+    status = getattr(error, "status", None)
+    if isinstance(error, TypeSafeAuthenticationError):
+        what = f"the API refused the key (HTTP 401): check {API_KEY_ENV}"
+    elif isinstance(error, TypeSafeRateLimitError):
+        what = "the API kept answering 'too many requests' (HTTP 429) after the SDK's retries, " \
+               "which waited as long as the API asked: try again in a minute"
+    elif isinstance(error, TypeSafeInternalServerError):
+        what = f"the API failed (HTTP {status}) on every retry the SDK made: try again later"
+    elif isinstance(error, TypeSafeAPITimeoutError):
+        what = f"no answer from {endpoint} in time, on every retry: try again, or raise " \
+               f"{TIMEOUT_ENV}"
+    elif isinstance(error, TypeSafeAPIConnectionError):
+        what = f"could not connect to {endpoint}: check {ENDPOINT_ENV} and the network"
+    elif isinstance(error, TypeSafeAPIResponseValidationError):
+        field = getattr(error, "field_path", "") or "the whole body"
+        what = f"the API answered with a body the SDK could not read (at {field})"
+    elif isinstance(error, TypeSafeAPIError):
+        what = f"the API refused the request (HTTP {status}): {error}"
+    else:
+        what = str(error)
+    return f"Live call failed: {what}. Nothing was recorded for this call."
+
+
+def explain_api_failures_in_notebooks() -> None:
+    """In a notebook, show a failed live call as one clear line instead of an SDK traceback."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def show(shell, exc_type, error, traceback, tb_offset=None):
+        print(describe_api_failure(error))
+
+    shell.set_custom_exc((TypeSafeError,), show)
+
+
+def shown_path(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(REPO_ROOT))
     except ValueError:
@@ -173,17 +280,20 @@ def read_recording(path: Path | None = None) -> dict:
 def recording_summary(path: Path | None = None) -> str:
     """Where the answers come from, and what the recorded run cost."""
     path = recording_path() if path is None else path
-    entries = read_recording(path)
-    models = sorted({entry.get("model", "?") for entry in entries.values()})
+    entries = read_recording(path) if path.exists() else {}
+    models = ", ".join(sorted({entry["model"] for entry in entries.values()})) or "no model yet"
     input_tokens = sum(entry["usage"].get("input_tokens") or 0 for entry in entries.values())
     cost = input_tokens * USD_PER_BILLION_INPUT_TOKENS / 1e9
     provenance = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
-    if set(provenance["entries"]) == set(entries):
+    if set(provenance["entries"]) != set(entries):
+        origin = "not the calls json_cache/provenance.json describes"
+    elif provenance["origin"] == "rebuilt":
         origin = f"recorded {provenance['recorded_on']}, rebuilt from the published figures"
     else:
-        origin = "not the rebuilt recording: json_cache/provenance.json does not describe it"
+        origin = "recorded live, every value measured"
+    doing = "Replaying" if replay_only_reason() else "Live: new calls are added to"
     return (
-        f"Replaying {_shown(path)}: {len(entries)} calls to {', '.join(models)} ({origin}).\n"
+        f"{doing} {shown_path(path)}: {len(entries)} calls to {models} ({origin}).\n"
         f"The recorded run read {input_tokens:,} input tokens: ${cost:.4f} at "
         f"${USD_PER_BILLION_INPUT_TOKENS} per billion (output tokens are free)."
     )

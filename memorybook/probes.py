@@ -22,14 +22,19 @@ def send_probes(customer: str, step: str) -> list[dict]:
     return answers
 
 
-def probe_experiment() -> list[dict]:
-    """Each earlier ticket through the wrapper, in order, with both probes before and after it."""
+def probe_experiment(customers=tuple(CUSTOMERS)) -> list[dict]:
+    """Each earlier ticket through the wrapper, in order, with both probes before and after it.
+
+    Each customer's calls depend only on their own tickets, so `customers` can pick some.
+    """
     answers = []
-    for customer in CUSTOMERS:
+    for customer in customers:
         print(f"{customer}, memories: {memory_ids(customer)}")
         answers += send_probes(customer, "start")
     for state in EARLIER:
         customer, ticket = customer_id(state), state["ticket"]
+        if customer not in customers:
+            continue
         response = ask_with_memory(state, ROUTE)
         p = remember_probability(as_memory(state, ROUTE, response))  # cached: the wrapper asked
         verdict = "saved" if p >= REMEMBER_AT else "not saved"

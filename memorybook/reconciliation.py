@@ -15,11 +15,11 @@ def marked(answer, expected: str) -> str:
     return f"{mark} {answer.choice} {answer.probabilities[answer.choice]:.2f}"
 
 
-def reconcile() -> list[dict]:
-    """Route every later message plainly and with memory; print the comparison, return its rows."""
+def reconcile(customers=tuple(CUSTOMERS)) -> list[dict]:
+    """Route each later message plainly and with memory; print the comparison, return its rows."""
     rows = []
     print(f"{'customer':<9}{'message':<17}{'expected':<20}{'plain Jev':<27}{'with memory':<27}")
-    for customer in CUSTOMERS:
+    for customer in customers:
         for index, message in enumerate(DATA["later_messages"]):
             state = later_state(customer, index)
             expected = EXPECTED_TEAM[customer][message["subject"]]

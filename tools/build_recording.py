@@ -207,10 +207,16 @@ def rebuild() -> tuple[str, str]:
         fields["published"][f"answers.{question}.type"] = TYPE_SOURCE
         fields["filled"]["usage.input_tokens"] = "tokens-by-size"
         fields["filled"]["usage.output_tokens"] = "tokens-by-size"
-        provenance_entries[key] = {"call": describe(question, ticket, context), **fields}
+        context_column = "memories" if question == "team" else "routed_to"
+        provenance_entries[key] = {
+            "call": describe(question, ticket, context),
+            "table_row": {"question": question, "ticket": ticket, context_column: context},
+            **fields,
+        }
 
     recording = json.dumps({key: entries[key] for key in sorted(entries)}, indent=2)
     provenance = {
+        "origin": "rebuilt",
         "about": "What in json_cache/json_cache.json is published and what is filled in; "
         "written by `python -m tools.build_recording`, never by hand.",
         "model": TYPESAFE_MODEL,

@@ -1,0 +1,224 @@
+"""Live mode, tested for real: the SDK's client against a loopback System One server.
+
+The server (tools/loopback_server.py) answers from the committed recording, or fails on purpose.
+Every run records into a scratch file, never into json_cache/json_cache.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from memorybook.plumbing import RECORDING_PATH, RecordingError, open_recording
+from tests.helpers import REPO_ROOT, run_python
+from tools.loopback_server import LoopbackSystemOne, closed_port_url
+
+CANARY_KEY = "canary-sk-7f3e9b1c0d2a4e6f"
+COMMITTED = RECORDING_PATH.read_text(encoding="utf-8")
+
+
+def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
+    """The environment of a live run against the loopback server, allowed even under CI."""
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
+    return {**env, "TYPESAFE_API_KEY": CANARY_KEY, "TYPESAFE_ENDPOINT": base_url,
+            "MEMORYBOOK_LIVE_IN_CI": "1", "MEMORYBOOK_RECORDING": str(recording), **extra}
+
+
+def record(base_url: str, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "tools.record", "--output", str(tmp_path / "new.json"),
+               "--notebooks-out", str(tmp_path / "notebooks")]
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          env=live_env(base_url, tmp_path / "new.json", **extra))
+
+
+def stdout_of(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", [])
+                   if o.get("name") == "stdout")
+
+
+def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path):
+    with LoopbackSystemOne(RECORDING_PATH) as server:
+        result = record(server.base_url, tmp_path)
+        hits, misses = server.hits(), server.misses()
+    assert result.returncode == 0, result.stderr
+    assert (hits, misses) == (31, 0), "each of the 31 calls went live exactly once"
+    assert (tmp_path / "new.json").read_text(encoding="utf-8") == COMMITTED
+    assert "31 of 31 published figures reproduce." in result.stdout
+    assert "Calls whose answers changed: 0" in result.stdout
+    for committed in sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        fresh = stdout_of(tmp_path / "notebooks" / committed.name)
+        assert fresh.replace("Live: new calls are added to", "Replaying").replace(
+            str(tmp_path / "new.json"), "json_cache/json_cache.json").replace(
+            "not the calls json_cache/provenance.json describes",
+            "recorded 2026-10-29, rebuilt from the published figures") == stdout_of(committed)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(CANARY_KEY not in p.read_text(errors="replace") for p in written)
+    assert CANARY_KEY not in result.stdout + result.stderr
+
+
+def test_the_dry_run_lists_every_call_and_its_cost_without_a_key(tmp_path):
+    result = run_python("from tools.record import main; main(['--dry-run', '--output', "
+                        f"'{tmp_path / 'new.json'}'])")
+    assert result.returncode == 0, result.stderr
+    assert "would send 31 of the collection's 31 calls to jev-1.14.0" in result.stdout
+    assert "route T-201 with memories: T-101, T-105" not in result.stdout  # ids are space-joined
+    assert "route T-201 with memories: T-101 T-105" in result.stdout
+    assert "Estimated input: 21,456 tokens, $0.0009 at $42 per billion" in result.stdout
+    assert not (tmp_path / "new.json").exists()
+
+
+FAILURES = {
+    "unauthorized": "the API refused the key (HTTP 401): check TYPESAFE_API_KEY",
+    "rate_limit": "kept answering 'too many requests' (HTTP 429)",
+    "server_error": "the API failed (HTTP 500) on every retry",
+    "hang": "no answer from http://127.0.0.1:",
+    "malformed": "a body the SDK could not read (at answers.broken.probabilities)",
+    "garbage": "a body the SDK could not read (at the whole body)",
+    "refused": "could not connect to http://127.0.0.1:",
+}
+ONE_LIVE_CALL = textwrap.dedent("""
+    from typesafe_sdk import TypeSafeError
+    from memorybook.plumbing import describe_api_failure
+    from memorybook.routing import ROUTE, ask, later_state
+    try:
+        ask(later_state("C-1042", 0), ROUTE)
+    except TypeSafeError as error:
+        print(describe_api_failure(error))
+""")
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
+    recording = tmp_path / "new.json"
+    with LoopbackSystemOne(RECORDING_PATH, failure=None if failure == "refused" else failure,
+                           retry_after_ms=50) as server:
+        base_url = closed_port_url() if failure == "refused" else server.base_url
+        env = live_env(base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS="0.5")
+        result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT, env=env,
+                                capture_output=True, text=True, timeout=120)
+        attempts = len(server.requests)
+    assert result.returncode == 0, result.stderr
+    assert FAILURES[failure] in result.stdout
+    assert "Nothing was recorded for this call." in result.stdout
+    assert not recording.exists()
+    not_retried = {"unauthorized": 1, "malformed": 1, "garbage": 1, "refused": 0}
+    expected_attempts = not_retried.get(failure, 3)
+    assert attempts == expected_attempts, "the SDK's own retry policy decides the attempts"
+    assert CANARY_KEY not in result.stdout + result.stderr
+
+
+def test_a_rate_limit_the_sdk_rides_out_is_recorded_normally(tmp_path):
+    recording = tmp_path / "new.json"
+    with LoopbackSystemOne(RECORDING_PATH, failure="rate_limit", failure_count=1,
+                           retry_after_ms=50) as server:
+        result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT,
+                                env=live_env(server.base_url, recording),
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
+    assert set(json.loads(recording.read_text())) <= set(json.loads(COMMITTED))
+
+
+def test_a_failure_in_a_notebook_shows_one_clear_line(tmp_path):
+    with LoopbackSystemOne(RECORDING_PATH, failure="unauthorized") as server:
+        result = record(server.base_url, tmp_path)
+    assert result.returncode == 1
+    assert "Live call failed: the API refused the key (HTTP 401)" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_an_interrupted_recording_keeps_every_answer_so_far_and_resumes(tmp_path):
+    new = tmp_path / "new.json"
+    with LoopbackSystemOne(RECORDING_PATH, latency=0.1) as server:
+        command = [sys.executable, "-m", "tools.record", "--output", str(new),
+                   "--notebooks-out", str(tmp_path / "notebooks")]
+        run = subprocess.Popen(command, cwd=REPO_ROOT, env=live_env(server.base_url, new),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while server.hits() < 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+        answered = server.hits()
+        kept = json.loads(new.read_text(encoding="utf-8"))
+        assert answered - 2 <= len(kept) <= answered  # at most the calls in flight are lost
+        assert all(COMMITTED.count(key) == 1 for key in kept)
+        resumed = record(server.base_url, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert new.read_text(encoding="utf-8") == COMMITTED
+
+
+WRITE_ONE_CUSTOMER = textwrap.dedent("""
+    import sys
+    from tools.record import run_every_call
+    run_every_call([sys.argv[1]])
+""")
+
+
+def test_two_writers_at_once_lose_nothing(tmp_path):
+    new = tmp_path / "new.json"
+    with LoopbackSystemOne(RECORDING_PATH, latency=0.05) as server:
+        env = live_env(server.base_url, new)
+        writers = [subprocess.Popen([sys.executable, "-c", WRITE_ONE_CUSTOMER,
+                                     customer], cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE)
+                   for customer in ("C-1042", "C-2210")]
+        errors = [writer.communicate(timeout=120)[1] for writer in writers]
+    assert all(writer.returncode == 0 for writer in writers), errors
+    assert new.read_text(encoding="utf-8") == COMMITTED
+
+
+def test_a_corrupt_new_recording_stops_the_run_and_is_left_as_it_was(tmp_path):
+    new = tmp_path / "new.json"
+    new.write_text('{"truncated', encoding="utf-8")
+    with LoopbackSystemOne(RECORDING_PATH) as server:
+        result = record(server.base_url, tmp_path)
+        assert server.hits() == 0
+    assert result.returncode != 0
+    assert f"The recording {new} is not valid JSON" in result.stderr
+    assert new.read_text(encoding="utf-8") == '{"truncated'
+
+
+def test_a_recording_corrupted_during_a_run_is_never_overwritten(tmp_path):
+    path = tmp_path / "json_cache.json"
+    path.write_text('{"a": 1}', encoding="utf-8")
+    cache = open_recording(path)
+
+    @cache
+    def _system_one(model, state, questions):
+        return {"answer": 2}
+
+    path.write_text("{broken", encoding="utf-8")
+    with pytest.raises(RecordingError, match="not valid JSON"):
+        _system_one("m", "s", "q")
+    assert path.read_text(encoding="utf-8") == "{broken"
+
+
+def test_answers_from_another_model_version_are_reported(tmp_path):
+    with LoopbackSystemOne(RECORDING_PATH, model_override="jev-1.15.0") as server:
+        result = record(server.base_url, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Answered by jev-1.15.0, not the pinned jev-1.14.0" in result.stdout
+    models = {entry["model"] for entry in json.loads((tmp_path / "new.json").read_text()).values()}
+    assert models == {"jev-1.15.0"}
+
+
+def test_recording_refuses_to_write_over_the_committed_file():
+    result = run_python("from tools.record import main; main(['--output', "
+                        f"'{RECORDING_PATH}'])")
+    assert result.returncode != 0 and "--accept" in result.stderr
+    assert RECORDING_PATH.read_text(encoding="utf-8") == COMMITTED
+
+
+def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
+    result = run_python("from tools.record import main; raise SystemExit(main(['--output', "
+                        f"'{tmp_path / 'new.json'}']))", CI="true", TYPESAFE_API_KEY="sk-x")
+    assert result.returncode == 2 and "CI is set. Nothing was sent." in result.stderr
