@@ -13,6 +13,8 @@ PUBLISHED_OUTPUTS = [
     ("01", "baseline.txt"),
     ("04", "probe_table.txt"),
     ("05", "reconciliation_table.txt"),
+    ("07", "probe_table.txt"),  # the same run, with memories kept in the encrypted store
+    ("07", "reconciliation_table.txt"),
 ]
 
 
@@ -44,3 +46,10 @@ def test_the_cost_line_is_computed_from_the_recording():
     origin = "31 calls to jev-1.14.0 (recorded 2026-10-29, rebuilt from the published figures)"
     assert origin in printed
     assert "read 21,456 input tokens: $0.0009 at $42 per billion" in printed
+
+
+def test_a_separate_process_routes_from_the_store_alone():
+    printed = stdout_text(notebook("07"))
+    assert "memories found: T-101, T-105\nslow dashboards -> selfhosted_windows 0.98" in printed
+    assert "deleted: T-105 - Sandbox environment\nC-1042 now remembers: T-101" in printed
+    assert "'Windows Server 2022' in the database files: False" in printed
