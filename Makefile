@@ -46,8 +46,10 @@ record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into json_cache/json_cach
 accept-recording: $(INSTALLED) ## After review: the new recording replaces the committed one
 	$(BIN)/python -m tools.record --accept
 
-benchmark: $(INSTALLED) ## Time the test command and the notebooks against empty ones
-	$(BIN)/python benchmarks/collection_benchmark.py
+benchmark: $(INSTALLED) ## Time the notebooks against empty ones, a live recording, and the store
+	$(BIN)/python -m benchmarks.collection_benchmark
+	$(BIN)/python -m benchmarks.live_recording_benchmark
+	$(BIN)/python -m benchmarks.store_benchmark
 
 clean: ## Remove .venv and every generated cache
 	rm -rf $(VENV) build .pytest_cache .ruff_cache *.egg-info

@@ -1,8 +1,8 @@
 """How fast is the memory store, and does one customer's recall slow down as others grow?
 
     pip install -e .                                          # once, so memorybook imports
-    python benchmarks/store_benchmark.py                      # SQLite only
-    python benchmarks/store_benchmark.py --pg-url postgresql://postgres@127.0.0.1:PORT/db
+    python -m benchmarks.store_benchmark                      # SQLite only
+    python -m benchmarks.store_benchmark --pg-url postgresql://postgres@127.0.0.1:PORT/db
 
 PostgreSQL is measured when a URL is given with --pg-url or $MEMORYBOOK_TEST_PG_URL
 (``tools/postgres_server.sh start DIR`` prints one); the benchmark works in a new
@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from benchmarks.markdown_table import markdown_table
 from memorybook.store import MemoryStore, PostgresMemoryStore, SQLiteMemoryStore
 
 SAVE_REPEATS = 50  # single saves timed; the median is reported
@@ -251,13 +252,8 @@ def main() -> None:
         )
     print()
     names = [b.name for b in backends]
-    labels = list(results[names[0]])
-    width = max(len(label) for label in labels)
-    print(f"| {'measure':<{width}} | " + " | ".join(f"{n:>10}" for n in names) + " |")
-    print(f"|{'-' * (width + 2)}|" + "|".join("-" * 11 + ":" for _ in names) + "|")
-    for label in labels:
-        cells = " | ".join(f"{results[n][label]:>10}" for n in names)
-        print(f"| {label:<{width}} | {cells} |")
+    rows = [[label, *(results[n][label] for n in names)] for label in results[names[0]]]
+    print(markdown_table(["measure", *names], rows))
 
 
 if __name__ == "__main__":

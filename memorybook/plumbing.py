@@ -285,8 +285,13 @@ def recording_summary(path: Path | None = None) -> str:
     input_tokens = sum(entry["usage"].get("input_tokens") or 0 for entry in entries.values())
     cost = input_tokens * USD_PER_BILLION_INPUT_TOKENS / 1e9
     provenance = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
+    text = path.read_bytes() if path.exists() else b""
     if set(provenance["entries"]) != set(entries):
         origin = "not the calls json_cache/provenance.json describes"
+    elif provenance["origin"] == "rebuilt" and (
+        hashlib.sha256(text).hexdigest() != provenance["recording_sha256"]
+    ):
+        origin = "the same calls as the rebuilt recording, with other answers"
     elif provenance["origin"] == "rebuilt":
         origin = f"recorded {provenance['recorded_on']}, rebuilt from the published figures"
     else:

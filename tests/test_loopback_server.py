@@ -26,10 +26,10 @@ from typesafe_sdk import (
     TypeSafeRateLimitError,
 )
 
+from tests.helpers import REPO_ROOT
 from tools import loopback_server
 from tools.loopback_server import LoopbackSystemOne, closed_port_url, recording_key
 
-REPO = Path(__file__).resolve().parents[1]
 KEY = "test-key-123"
 MODEL = "jev-latest"  # the alias requested
 RECORDED_MODEL = "jev-1.14.0"  # the version that answered
@@ -325,7 +325,7 @@ def test_command_line_serves_until_ctrl_c(recording: Path) -> None:
         "20",
     ]
     with subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as process:
         try:
             base_url = process.stdout.readline().strip()

@@ -34,8 +34,8 @@ from memorybook.store import (
     SQLiteMemoryStore,
     open_store,
 )
+from tests.helpers import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 PG_URL_ENV = "MEMORYBOOK_TEST_PG_URL"
 SUBPROCESS_TIMEOUT_SECONDS = 120
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
@@ -217,6 +218,7 @@ def rebuild() -> tuple[str, str]:
     recording = json.dumps({key: entries[key] for key in sorted(entries)}, indent=2)
     provenance = {
         "origin": "rebuilt",
+        "recording_sha256": hashlib.sha256(recording.encode()).hexdigest(),
         "about": "What in json_cache/json_cache.json is published and what is filled in; "
         "written by `python -m tools.build_recording`, never by hand.",
         "model": TYPESAFE_MODEL,

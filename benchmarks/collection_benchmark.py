@@ -1,0 +1,99 @@
+"""How long the collection takes to check, against the floor of starting its kernels at all.
+
+    python -m benchmarks.collection_benchmark [--repeats 3] [--skip-test-command]
+
+The floor: for each notebook, a notebook with one cell holding the same imports, run the same way.
+Prints medians of the repeats, the ratio to the floor, and the machine. Not a test: timings on a
+shared machine are noisy, so read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from benchmarks.markdown_table import markdown_table
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def import_lines(notebook: nbformat.NotebookNode) -> str:
+    """Every import statement of a notebook's code cells, in order."""
+    lines = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                lines.append(ast.unparse(node))
+    return "\n".join(dict.fromkeys(lines))
+
+
+def write_floor_notebooks(folder: Path) -> None:
+    """An import-only twin of each notebook, executed so that nbval compares its one cell."""
+    for path in NOTEBOOKS:
+        twin = nbformat.v4.new_notebook()
+        twin.metadata = nbformat.read(path, as_version=4).metadata
+        cell = nbformat.v4.new_code_cell(import_lines(nbformat.read(path, as_version=4)))
+        cell.execution_count = 1
+        twin.cells = [cell]
+        nbformat.write(twin, folder / path.name)
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "TYPESAFE_API_KEY"}
+    start = time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def median_of(repeats: int, command: list[str], cwd: Path) -> float:
+    return statistics.median(timed(command, cwd) for _ in range(repeats))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-test-command", action="store_true")
+    args = parser.parse_args()
+    python = sys.executable
+    nbval = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
+             "--nbval-current-env", "-o", "addopts=", "-o", "testpaths="]
+    with tempfile.TemporaryDirectory() as scratch:
+        floor_dir = Path(scratch) / "notebooks"
+        floor_dir.mkdir()
+        write_floor_notebooks(floor_dir)
+        results = {
+            "nbval, the collection's notebooks": median_of(
+                args.repeats, [*nbval, *map(str, NOTEBOOKS)], REPO_ROOT),
+            "nbval, import-only twins (the floor)": median_of(
+                args.repeats, [*nbval, str(floor_dir)], REPO_ROOT),
+            "executing the notebooks (make run)": median_of(
+                args.repeats, [python, "-m", "tools.execute", *map(str, NOTEBOOKS)], REPO_ROOT),
+        }
+    if not args.skip_test_command:
+        results["the whole test command (make test)"] = median_of(
+            1, ["tools/test.sh", "-q"], REPO_ROOT)
+    floor = results["nbval, import-only twins (the floor)"]
+    print(f"{platform.python_version()} on {os.cpu_count()} cores, {platform.machine()}; "
+          f"{len(NOTEBOOKS)} notebooks; medians of {args.repeats} runs "
+          f"(the test command: 1 run)\n")
+    rows = [[what, f"{seconds:.1f} s", f"{seconds / floor:.2f}x"]
+            for what, seconds in results.items()]
+    print(markdown_table(["what", "wall time", "vs the floor"], rows))
+
+
+if __name__ == "__main__":
+    main()
