@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from benchmarks.markdown_table import markdown_table
+from benchmarks.markdown_table import timings_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -90,9 +90,7 @@ def main() -> None:
     print(f"{platform.python_version()} on {os.cpu_count()} cores, {platform.machine()}; "
           f"{len(NOTEBOOKS)} notebooks; medians of {args.repeats} runs "
           f"(the test command: 1 run)\n")
-    rows = [[what, f"{seconds:.1f} s", f"{seconds / floor:.2f}x"]
-            for what, seconds in results.items()]
-    print(markdown_table(["what", "wall time", "vs the floor"], rows))
+    print(timings_table(results, floor, "the floor"))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.markdown_table import markdown_table
+from benchmarks.markdown_table import timings_table
 from memorybook.plumbing import RECORDING_PATH, read_recording
 from tools.loopback_server import LoopbackSystemOne
 
@@ -71,9 +71,7 @@ def main() -> None:
     total_latency = calls * args.latency
     print(f"{platform.python_version()} on {os.cpu_count()} cores; {calls} calls at "
           f"{args.latency} s each = {total_latency:.1f} s of latency; medians of {args.repeats}\n")
-    rows = [[what, f"{seconds:.1f} s", f"{seconds / total_latency:.2f}x"]
-            for what, seconds in results.items()]
-    print(markdown_table(["what", "wall time", "vs the sum of latencies"], rows))
+    print(timings_table(results, total_latency, "the sum of latencies"))
 
 
 if __name__ == "__main__":
