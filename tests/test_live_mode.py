@@ -222,3 +222,16 @@ def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
     result = run_python("from tools.record import main; raise SystemExit(main(['--output', "
                         f"'{tmp_path / 'new.json'}']))", CI="true", TYPESAFE_API_KEY="sk-x")
     assert result.returncode == 2 and "CI is set. Nothing was sent." in result.stderr
+
+
+def test_accepting_a_recording_replaces_the_target_and_marks_every_value_measured(tmp_path):
+    from tools.record import accept
+
+    new, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
+    new.write_text(COMMITTED, encoding="utf-8")
+    target.write_text("{}", encoding="utf-8")
+    assert accept(new, target, provenance) == 0
+    assert target.read_text(encoding="utf-8") == COMMITTED
+    written = json.loads(provenance.read_text(encoding="utf-8"))
+    assert written["origin"] == "recorded" and written["model"] == ["jev-1.14.0"]
+    assert set(written["entries"]) == set(json.loads(COMMITTED))

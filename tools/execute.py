@@ -3,14 +3,16 @@
     python -m tools.execute                 # every notebook, in reading order, in place
     python -m tools.execute notebooks/05_reconciliation.ipynb
 
-Outputs are stored without timings, and the notebook metadata is reduced to what does not depend
-on the machine, so a re-run on another machine leaves `git diff` empty. At the end it prints the
-headline results the notebooks produced.
+The kernels never see TYPESAFE_API_KEY: stored outputs come from the recording (`make record` is
+the live path). Outputs are stored without timings, and the notebook metadata is reduced to what
+does not depend on the machine, so a re-run on another machine leaves `git diff` empty. At the end
+it prints the headline results the notebooks produced.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: all, in reading order")
     args = parser.parse_args(argv)
+    os.environ.pop("TYPESAFE_API_KEY", None)  # the stored outputs always come from the recording
     headlines = []
     for path in args.notebooks or notebook_paths():
         path = path.resolve()
