@@ -54,7 +54,7 @@ def main() -> None:
         "calls only, one customer after the other": [python, "-c", CALLS_ONLY, "C-1042",
                                                      "C-2210"],
         "calls only, both customers side by side": [python, "-c", CALLS_ONLY, "C-1042,C-2210"],
-        "make record (calls, then 7 notebooks on them)": None,
+        "make record (the calls; the 7 notebooks, started meanwhile)": None,
     }
     results = {}
     for what, command in ways.items():

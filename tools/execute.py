@@ -12,10 +12,13 @@ it prints the headline results the notebooks produced.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
+from concurrent.futures import Future
 from pathlib import Path
 
+import IPython.paths  # noqa: F401 - imported here, once: kernels started in threads import it lazily
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
@@ -24,14 +27,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
 HEADLINES = ("plain Jev ->", "Expected routes:")  # stdout lines worth repeating at the end
 KERNEL_TIMEOUT = 120  # seconds a single cell may take
+# What a kernel can import before the recording it will replay exists (see `execute`).
+WARM_UP = "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, typesafe_sdk"
 
 
 def notebook_paths() -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
-def execute(path: Path) -> nbformat.NotebookNode:
-    """Execute one notebook in a fresh kernel started in its own folder; return it with outputs."""
+def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.NotebookNode:
+    """Execute one notebook in a fresh kernel started in its own folder; return it with outputs.
+
+    With `cells_wait_for`, the kernel starts and imports the heavy libraries at once, but runs the
+    notebook's cells only when that future is done (and not at all if it failed): a live
+    recording starts its kernels while its API calls are still in flight.
+    """
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
@@ -41,6 +51,13 @@ def execute(path: Path) -> nbformat.NotebookNode:
         extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on the terminal
         resources={"metadata": {"path": str(path.parent)}},
     )
+    if cells_wait_for is not None:
+
+        async def warm_up_then_wait(notebook):
+            await client.kc.execute_interactive(WARM_UP, silent=True, store_history=False)
+            await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
+
+        client.on_notebook_start = warm_up_then_wait
     client.execute()
     notebook.metadata["language_info"] = {"name": "python"}
     return notebook

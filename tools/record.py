@@ -21,8 +21,10 @@ import json
 import os
 import shutil
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+
+import nbformat
 
 from memorybook.plumbing import (
     PROVENANCE_PATH,
@@ -42,7 +44,6 @@ from tools.execute import execute, notebook_paths
 
 NEW_RECORDING = RECORDING_PATH.with_name("json_cache.new.json")
 RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
-NOTEBOOKS_AT_ONCE = 2  # the machine's cores; the kernels only replay by then
 
 
 def run_every_call(customers: list[str] | None = None) -> None:
@@ -73,19 +74,23 @@ def record(output: Path, notebooks_out: Path) -> int:
     os.environ[RECORDING_ENV] = str(output)
     already = len(read_recording(output)) if output.exists() else 0
     print(f"Recording into {shown_path(output)} ({already} calls already in it).")
-    try:
-        run_every_call()
-    except TypeSafeError as error:
-        print(describe_api_failure(error), file=sys.stderr)
-        print(f"{len(read_recording(output))} calls are recorded; run again to resume.",
-              file=sys.stderr)
-        return 1
+    calls = Future()
+    paths = notebook_paths()
+    with ThreadPoolExecutor(len(paths)) as pool:
+        runs = [pool.submit(execute, path, calls) for path in paths]  # kernels start meanwhile
+        try:
+            run_every_call()
+        except TypeSafeError as error:
+            calls.set_exception(error)
+            print(describe_api_failure(error), file=sys.stderr)
+            print(f"{len(read_recording(output)) if output.exists() else 0} calls are recorded; "
+                  "run again to resume.", file=sys.stderr)
+            return 1
+        calls.set_result(None)
+        notebooks = [run.result() for run in runs]
     notebooks_out.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(NOTEBOOKS_AT_ONCE) as pool:
-        for path, notebook in zip(notebook_paths(), pool.map(execute, notebook_paths()),
-                                  strict=True):
-            (notebooks_out / path.name).write_text(json.dumps(notebook, indent=1) + "\n",
-                                                  encoding="utf-8")
+    for path, notebook in zip(paths, notebooks, strict=True):
+        nbformat.write(notebook, notebooks_out / path.name)
     print(f"Notebooks run on it: {shown_path(notebooks_out)}/\n")
     print("\n".join(compare(read_recording(output))))
     return 0
