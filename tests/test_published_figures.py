@@ -24,32 +24,25 @@ def test_notebook_prints_the_published_output(notebook_number, published):
     assert expected in stdout_text(notebook(notebook_number))
 
 
-def test_the_gate_notebook_shows_the_two_published_verdicts():
-    printed = stdout_text(notebook("02"))
-    assert "C-1042 T-101  routed to selfhosted_windows  P(remember) 0.97  saved" in printed
-    assert "C-2210 T-102  routed to general             P(remember) 0.98  saved" in printed
+SHOWN = [
+    # the gate's two published verdicts on the first tickets
+    ("02", "C-1042 T-101  routed to selfhosted_windows  P(remember) 0.97  saved"),
+    ("02", "C-2210 T-102  routed to general             P(remember) 0.98  saved"),
+    # the wrapper: same call, same return type, the published plain and remembered routes
+    ("03", "plain ask()        -> SystemOneResponse: cloud_ops 0.55"),
+    ("03", "ask_with_memory()  -> SystemOneResponse: selfhosted_windows 0.98"),
+    ("03", "C-1042 memories: T-101, T-105\nC-2210 memories: T-102"),
+    ("05", "Expected routes: 3/6 without memory, 6/6 with memory."),
+    # provenance and cost, computed from the recording
+    ("01", "31 calls to jev-1.14.0 (recorded 2026-10-29, rebuilt from the published figures)"),
+    ("01", "read 21,456 input tokens: $0.0009 at $42 per billion"),
+    # the store: a separate process routes from it alone; forgetting; nothing in plaintext
+    ("07", "memories found: T-101, T-105\nslow dashboards -> selfhosted_windows 0.98"),
+    ("07", "deleted: T-105 - Sandbox environment\nC-1042 now remembers: T-101"),
+    ("07", "'Windows Server 2022' in the database files: False"),
+]
 
 
-def test_the_wrapper_notebook_shows_plain_and_remembered_routes():
-    printed = stdout_text(notebook("03"))
-    assert "plain ask()        -> SystemOneResponse: cloud_ops 0.55" in printed
-    assert "ask_with_memory()  -> SystemOneResponse: selfhosted_windows 0.98" in printed
-    assert "C-1042 memories: T-101, T-105\nC-2210 memories: T-102" in printed
-
-
-def test_the_headline_stands_in_the_reconciliation():
-    assert "Expected routes: 3/6 without memory, 6/6 with memory." in stdout_text(notebook("05"))
-
-
-def test_the_cost_line_is_computed_from_the_recording():
-    printed = stdout_text(notebook("01"))
-    origin = "31 calls to jev-1.14.0 (recorded 2026-10-29, rebuilt from the published figures)"
-    assert origin in printed
-    assert "read 21,456 input tokens: $0.0009 at $42 per billion" in printed
-
-
-def test_a_separate_process_routes_from_the_store_alone():
-    printed = stdout_text(notebook("07"))
-    assert "memories found: T-101, T-105\nslow dashboards -> selfhosted_windows 0.98" in printed
-    assert "deleted: T-105 - Sandbox environment\nC-1042 now remembers: T-101" in printed
-    assert "'Windows Server 2022' in the database files: False" in printed
+@pytest.mark.parametrize(("notebook_number", "text"), SHOWN)
+def test_notebook_shows(notebook_number, text):
+    assert text in stdout_text(notebook(notebook_number))
