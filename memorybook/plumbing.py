@@ -160,7 +160,7 @@ class _RecordingFile(type(Path())):
         ours = json.loads(data)
         self.parent.mkdir(parents=True, exist_ok=True)
         with _locked(self):
-            on_disk = _load_entries(self) if self.exists() else {}
+            on_disk = read_recording(self)
             merged = {**ours, **on_disk}
             text = json.dumps({key: merged[key] for key in sorted(merged)}, indent=2)
             with tempfile.NamedTemporaryFile(
@@ -209,7 +209,7 @@ def _load_entries(path: Path) -> dict:
 def open_recording(path: Path | None = None) -> JsonCache:
     """cooksafe's JsonCache on the recording: clear errors, and writes that lose nothing."""
     path = _RecordingFile(recording_path() if path is None else path)
-    entries = _load_entries(path) if path.exists() else {}  # a clear error before cooksafe's
+    entries = read_recording(path)  # a clear error before cooksafe's own
     cache = JsonCache(path)
     cache.path = path
     log = os.environ.get(USAGE_LOG_ENV, "").strip()
@@ -273,14 +273,15 @@ def cache_key(model: str, state_json: str, questions_json: str) -> str:
 
 
 def read_recording(path: Path | None = None) -> dict:
-    """The recording's entries as a plain dict: looking in it is not logged as a notebook's use."""
-    return dict(open_recording(path)._data)  # noqa: SLF001
+    """The recording's entries ({} before its first call): reading them is not a notebook's use."""
+    path = recording_path() if path is None else path
+    return _load_entries(path) if path.exists() else {}
 
 
 def recording_summary(path: Path | None = None) -> str:
     """Where the answers come from, and what the recorded run cost."""
     path = recording_path() if path is None else path
-    entries = read_recording(path) if path.exists() else {}
+    entries = read_recording(path)
     models = ", ".join(sorted({entry["model"] for entry in entries.values()})) or "no model yet"
     input_tokens = sum(entry["usage"].get("input_tokens") or 0 for entry in entries.values())
     cost = input_tokens * USD_PER_BILLION_INPUT_TOKENS / 1e9
@@ -308,7 +309,7 @@ def recording_summary(path: Path | None = None) -> str:
 # version or date in the file, so a re-run stores the same bytes.
 FIGURE_SIZE = (8.0, 3.6)
 FIGURE_DPI = 100
-COLOURS = {"right": "#2f6f4f", "wrong": "#b5452f", "plain": "#9aa5b1", "memory": "#2f5f8a"}
+COLOURS = {"right": "#2f6f4f", "wrong": "#b5452f"}  # the expected team, and any other
 
 
 def new_figure(ncols: int = 1, **subplot_kwargs):

@@ -72,7 +72,7 @@ def record(output: Path, notebooks_out: Path) -> int:
         print(f"Recording needs a live client, but {reason}. Nothing was sent.", file=sys.stderr)
         return 2
     os.environ[RECORDING_ENV] = str(output)
-    already = len(read_recording(output)) if output.exists() else 0
+    already = len(read_recording(output))
     print(f"Recording into {shown_path(output)} ({already} calls already in it).")
     calls = Future()
     paths = notebook_paths()
@@ -83,8 +83,8 @@ def record(output: Path, notebooks_out: Path) -> int:
         except TypeSafeError as error:
             calls.set_exception(error)
             print(describe_api_failure(error), file=sys.stderr)
-            print(f"{len(read_recording(output)) if output.exists() else 0} calls are recorded; "
-                  "run again to resume.", file=sys.stderr)
+            print(f"{len(read_recording(output))} calls are recorded; run again to resume.",
+                  file=sys.stderr)
             return 1
         calls.set_result(None)
         notebooks = [run.result() for run in runs]
@@ -105,7 +105,7 @@ def dry_run(output: Path) -> int:
     run_every_call()
     keys = list(dict.fromkeys(log.read_text(encoding="utf-8").split()))
     log.unlink()
-    have = read_recording(output) if output.exists() else {}
+    have = read_recording(output)
     committed = read_recording(RECORDING_PATH)
     calls = provenance_calls()
     live = [key for key in keys if key not in have]
@@ -168,7 +168,7 @@ def compare(new: dict) -> list[str]:
             lines.append(f"  {label}: published {published}, now {now}"
                          + ("" if same else "   <- differs"))
     lines.append(f"{reproduced} of {figures} published figures reproduce.\n")
-    calls = {key: entry["call"] for key, entry in provenance.items()}
+    calls = provenance_calls()
     changed = [key for key in new
                if key in committed and committed[key]["answers"] != new[key]["answers"]]
     lines.append(f"Calls whose answers changed: {len(changed)}")
