@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from benchmarks.markdown_table import timings_table
-from memorybook.plumbing import RECORDING_PATH, read_recording
+from memorybook.config import RECORDING_PATH
+from memorybook.recording import read_recording
 from tools.loopback_server import LoopbackSystemOne
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

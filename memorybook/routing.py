@@ -7,7 +7,9 @@ import json
 
 from typesafe_sdk import Choice, SystemOneResponse
 
-from memorybook.plumbing import TYPESAFE_MODEL, load_data, make_client, open_recording
+from memorybook.config import TYPESAFE_MODEL, load_data
+from memorybook.recording import open_recording
+from memorybook.replay import make_client
 
 client = make_client()  # live with TYPESAFE_API_KEY; otherwise an uncached call is an error
 json_cache = open_recording()  # cooksafe's JsonCache on json_cache/json_cache.json

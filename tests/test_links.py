@@ -5,7 +5,8 @@ import re
 
 from lzstring import LZString
 
-from memorybook.plumbing import RECORDING_PATH, TYPESAFE_MODEL, cache_key, read_recording
+from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.recording import cache_key, read_recording
 from tests.helpers import markdown_outputs, notebook
 
 LINK = re.compile(r"\[([^\]]+)\]\((https://console\.typesafe\.ai/playground#share/[^)]+)\)")

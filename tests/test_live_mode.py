@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memorybook.plumbing import RECORDING_PATH, RecordingError, open_recording
+from memorybook.config import RECORDING_PATH
+from memorybook.recording import RecordingError, open_recording
 from tests.helpers import REPO_ROOT, run_python
 from tools.loopback_server import LoopbackSystemOne, closed_port_url
 
@@ -87,7 +88,7 @@ FAILURES = {
 }
 ONE_LIVE_CALL = textwrap.dedent("""
     from typesafe_sdk import TypeSafeError
-    from memorybook.plumbing import describe_api_failure
+    from memorybook.live import describe_api_failure
     from memorybook.routing import ROUTE, ask, later_state
     try:
         ask(later_state("C-1042", 0), ROUTE)

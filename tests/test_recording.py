@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from memorybook.plumbing import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL, read_recording
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.recording import read_recording
 from tests.helpers import PUBLISHED, REPO_ROOT, run_python
 
 ENTRIES = read_recording(RECORDING_PATH)
@@ -82,7 +83,7 @@ MISSING_CALL = """
 
     socket.socket.connect = socket.socket.connect_ex = socket.create_connection = no_network
     from memorybook.routing import ROUTE, ask, later_state
-    from memorybook.plumbing import RecordingMissError
+    from memorybook.replay import RecordingMissError
 
     state = later_state("C-1042", 0)
     state["ticket"]["subject"] = "Slow dashboards, again"

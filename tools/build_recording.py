@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx2
 
-from memorybook.plumbing import (
+from memorybook.config import (
     DATA_PATH,
     PROVENANCE_PATH,
     RECORDED_ON,
@@ -36,8 +36,8 @@ from memorybook.plumbing import (
     RECORDING_PATH,
     REPO_ROOT,
     TYPESAFE_MODEL,
-    cache_key,
 )
+from memorybook.recording import cache_key
 
 FIGURES_PATH = DATA_PATH.with_name("published_figures.csv")
 

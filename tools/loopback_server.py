@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
 
-from memorybook.plumbing import cache_key
+from memorybook.recording import cache_key
 
 try:  # The SDK only compresses when one of these is importable; mirror that here.
     from compression import zstd as _zstd  # type: ignore[import-not-found]  # Python 3.14+

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from memorybook.plumbing import (
+from memorybook.config import (
     PROVENANCE_PATH,
     RECORDING_ENV,
     RECORDING_PATH,
@@ -34,11 +34,11 @@ from memorybook.plumbing import (
     TYPESAFE_MODEL,
     USAGE_LOG_ENV,
     USD_PER_BILLION_INPUT_TOKENS,
-    describe_api_failure,
-    read_recording,
     replay_only_reason,
     shown_path,
 )
+from memorybook.live import describe_api_failure
+from memorybook.recording import read_recording
 from tools.build_recording import FIGURES_PATH
 from tools.execute import execute, notebook_paths
 

@@ -1,0 +1,60 @@
+"""Live calls that fail: one sentence a notebook reader can act on, instead of a traceback."""
+
+from __future__ import annotations
+
+import os
+
+from typesafe_sdk import (
+    TypeSafeAPIConnectionError,
+    TypeSafeAPIError,
+    TypeSafeAPIResponseValidationError,
+    TypeSafeAPITimeoutError,
+    TypeSafeAuthenticationError,
+    TypeSafeError,
+    TypeSafeInternalServerError,
+    TypeSafeRateLimitError,
+)
+
+from memorybook.config import API_KEY_ENV, ENDPOINT_ENV, TIMEOUT_ENV
+
+
+def describe_api_failure(error: TypeSafeError) -> str:
+    """What went wrong with a live call, in a sentence a notebook reader can act on."""
+    endpoint = os.environ.get(ENDPOINT_ENV) or "the default TypeSafe endpoint"
+    status = getattr(error, "status", None)
+    if isinstance(error, TypeSafeAuthenticationError):
+        what = f"the API refused the key (HTTP 401): check {API_KEY_ENV}"
+    elif isinstance(error, TypeSafeRateLimitError):
+        what = "the API kept answering 'too many requests' (HTTP 429) after the SDK's retries, " \
+               "which waited as long as the API asked: try again in a minute"
+    elif isinstance(error, TypeSafeInternalServerError):
+        what = f"the API failed (HTTP {status}) on every retry the SDK made: try again later"
+    elif isinstance(error, TypeSafeAPITimeoutError):
+        what = f"no answer from {endpoint} in time, on every retry: try again, or raise " \
+               f"{TIMEOUT_ENV}"
+    elif isinstance(error, TypeSafeAPIConnectionError):
+        what = f"could not connect to {endpoint}: check {ENDPOINT_ENV} and the network"
+    elif isinstance(error, TypeSafeAPIResponseValidationError):
+        field = getattr(error, "field_path", "") or "the whole body"
+        what = f"the API answered with a body the SDK could not read (at {field})"
+    elif isinstance(error, TypeSafeAPIError):
+        what = f"the API refused the request (HTTP {status}): {error}"
+    else:
+        what = str(error)
+    return f"Live call failed: {what}. Nothing was recorded for this call."
+
+
+def explain_api_failures_in_notebooks() -> None:
+    """In a notebook, show a failed live call as one clear line instead of an SDK traceback."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def show(shell, exc_type, error, traceback, tb_offset=None):
+        print(describe_api_failure(error))
+
+    shell.set_custom_exc((TypeSafeError,), show)
