@@ -14,13 +14,14 @@ COLOURS = {"right": "#2f6f4f", "wrong": "#b5452f"}  # the expected team, and any
 
 
 def new_figure(ncols: int = 1, **subplot_kwargs):
-    """A figure in the collection's style: fixed size, no top or right spines, a light x-grid."""
+    """A figure in the collection's style: fixed size, laid out to fit, no top or right spines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, ncols, figsize=FIGURE_SIZE, dpi=FIGURE_DPI, **subplot_kwargs)
+    fig, axes = plt.subplots(1, ncols, figsize=FIGURE_SIZE, dpi=FIGURE_DPI, layout="constrained",
+                             **subplot_kwargs)
     for ax in axes if ncols > 1 else [axes]:
         ax.spines[["top", "right"]].set_visible(False)
         ax.grid(axis="x", color="#e3e6ea", linewidth=0.8)
@@ -29,11 +30,62 @@ def new_figure(ncols: int = 1, **subplot_kwargs):
     return fig, axes
 
 
+class ChartLayoutError(ValueError):
+    """A chart whose text would not read cleanly: labels on top of each other, or cut off."""
+
+
+def text_problems(fig) -> list[str]:
+    """Every pair of texts that overlap, and every text the figure's edge or its axes cut off.
+
+    Texts are the visible, non-empty ones: titles, tick and axis labels, annotations, legends.
+    """
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [text for text in fig.findobj(matplotlib_text_class())
+             if text.get_visible() and text.get_text().strip() and text.figure is fig]
+    boxes = [(text, text.get_window_extent(renderer)) for text in texts]
+    problems = []
+    edge = fig.bbox
+    panels = [(ax, ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()]
+    for text, box in boxes:
+        for ax, panel in panels:
+            if text.axes is not None and ax is not text.axes and box.overlaps(panel):
+                problems.append(f"{text.get_text()!r} runs into another panel")
+        if not _inside(box, edge):
+            problems.append(f"{text.get_text()!r} is cut off by the figure's edge")
+        clip = text.get_clip_box() if text.get_clip_on() else None
+        if clip is not None and text.axes is not None and not _inside(box, clip):
+            problems.append(f"{text.get_text()!r} is cut off by its axes")
+    for index, (text, box) in enumerate(boxes):
+        for other, other_box in boxes[index + 1:]:
+            if box.overlaps(other_box):
+                problems.append(f"{text.get_text()!r} overlaps {other.get_text()!r}")
+    return problems
+
+
+def matplotlib_text_class():
+    from matplotlib.text import Text
+
+    return Text
+
+
+def _inside(box, frame, tolerance: float = 0.5) -> bool:
+    return (box.x0 >= frame.x0 - tolerance and box.y0 >= frame.y0 - tolerance
+            and box.x1 <= frame.x1 + tolerance and box.y1 <= frame.y1 + tolerance)
+
+
 def show_figure(fig) -> None:
-    """Display a figure as a PNG with stable bytes, then close it."""
+    """Display a figure as a PNG with stable bytes, then close it.
+
+    A figure whose texts overlap or are cut off is refused with ChartLayoutError, naming them.
+    """
     import matplotlib.pyplot as plt
     from IPython.display import Image, display
 
+    problems = text_problems(fig)
+    if problems:
+        plt.close(fig)
+        raise ChartLayoutError("The chart does not read cleanly: " + "; ".join(problems))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)

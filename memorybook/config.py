@@ -17,6 +17,8 @@ PROVENANCE_PATH = REPO_ROOT / "json_cache" / "provenance.json"
 TYPESAFE_MODEL = "jev-1.14.0"  # the model every published figure came from
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
+RECORDED_REMEMBER_AT = 0.5  # the gate threshold of the recorded run
+DEFAULT_TIMEOUT_SECONDS = 120.0  # per HTTP operation of a live call
 
 # Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
 API_KEY_ENV = "TYPESAFE_API_KEY"
@@ -24,7 +26,7 @@ ENDPOINT_ENV = "TYPESAFE_ENDPOINT"
 RECORDING_ENV = "MEMORYBOOK_RECORDING"  # use another file than json_cache/json_cache.json
 ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
-TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # per HTTP operation in live mode; default 120
+TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
 
 
 def load_data() -> dict:
@@ -52,3 +54,8 @@ def shown_path(path: Path) -> str:
     except ValueError:
         return str(path)
 
+
+
+def timeout_seconds() -> float:
+    """The live client's time-out per HTTP operation: DEFAULT_TIMEOUT_SECONDS or TIMEOUT_ENV."""
+    return float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_SECONDS)

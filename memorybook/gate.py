@@ -8,6 +8,7 @@ from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 from memorybook.routing import ask
 
 REMEMBER_AT = 0.5  # keep a ticket once P(lasting fact) reaches this; tune it on your own traffic
+MEMORY_KEY = "earlier_tickets_from_this_customer"  # where saved memories go in the state
 
 
 def answer_text(question, answer):
@@ -55,3 +56,8 @@ GATE = {
 def remember_probability(memory: dict) -> float:
     """P(the request states a lasting fact about the customer), with Jev's answer as context."""
     return ask(memory, GATE).answers["remember"].noul
+
+
+def kept(probability: float) -> bool:
+    """The gate's verdict. REMEMBER_AT is read at every call, so a new value applies at once."""
+    return probability >= REMEMBER_AT

@@ -5,10 +5,8 @@ Edit the notebook's cells tagged `export`, not this file."""
 
 from typesafe_sdk import SystemOneResponse
 
-from memorybook.gate import REMEMBER_AT, as_memory, remember_probability
+from memorybook.gate import MEMORY_KEY, as_memory, kept, remember_probability
 from memorybook.routing import EARLIER, ROUTE, ask
-
-MEMORY_KEY = "earlier_tickets_from_this_customer"  # where saved memories go in the state
 
 
 class InMemoryMemories:
@@ -22,6 +20,10 @@ class InMemoryMemories:
 
     def save(self, customer_id: str, memory: dict) -> None:
         self._by_customer.setdefault(customer_id, []).append(memory)
+
+    def forget_customer(self, customer_id: str) -> list[dict]:
+        """Erase all of one customer's memories; return what was erased, oldest first."""
+        return self._by_customer.pop(customer_id, [])
 
 
 MEMORIES = InMemoryMemories()
@@ -53,7 +55,7 @@ def ask_with_memory(state: dict, questions: dict) -> SystemOneResponse:
     """ask(), plus memory: the same arguments and the same return value."""
     response = ask(with_memories(state), questions)
     memory = as_memory(state, questions, response)
-    if remember_probability(memory) >= REMEMBER_AT:
+    if kept(remember_probability(memory)):
         MEMORIES.save(customer_id(state), memory)
     return response
 
@@ -64,7 +66,18 @@ def memory_ids(customer: str) -> str:
     return ", ".join(memory["request"]["ticket"]["id"] for memory in saved) or "none"
 
 
+def forget_customers(customers) -> None:
+    """Erase these customers' memories, so that what follows starts from none of them."""
+    for customer in customers:
+        MEMORIES.forget_customer(customer)
+
+
 def remember_earlier_tickets() -> None:
-    """Send the five earlier tickets through the wrapper, in the order they arrived."""
+    """From no memories, send the five earlier tickets through the wrapper in the order they came.
+
+    Both customers' memories are erased first, so calling this again rebuilds the same memories
+    instead of adding a second copy of each.
+    """
+    forget_customers(dict.fromkeys(customer_id(state) for state in EARLIER))
     for state in EARLIER:
         ask_with_memory(state, ROUTE)

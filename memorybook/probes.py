@@ -3,8 +3,8 @@
 Edit the notebook's cells tagged `export`, not this file."""
 
 
-from memorybook.gate import REMEMBER_AT, as_memory, remember_probability
-from memorybook.memory import ask_with_memory, customer_id, memory_ids
+from memorybook.gate import as_memory, kept, remember_probability
+from memorybook.memory import ask_with_memory, customer_id, forget_customers, memory_ids
 from memorybook.routing import CUSTOMERS, EARLIER, ROUTE, later_state
 
 PROBES = {"Slow dashboards": 0, "More seats": 2}  # later messages to send after each ticket
@@ -25,8 +25,10 @@ def send_probes(customer: str, step: str) -> list[dict]:
 def probe_experiment(customers=tuple(CUSTOMERS)) -> list[dict]:
     """Each earlier ticket through the wrapper, in order, with both probes before and after it.
 
-    Each customer's calls depend only on their own tickets, so `customers` can pick some.
+    The customers start from no memories. Each customer's calls depend only on their own
+    tickets, so `customers` can pick some.
     """
+    forget_customers(customers)
     answers = []
     for customer in customers:
         print(f"{customer}, memories: {memory_ids(customer)}")
@@ -37,7 +39,7 @@ def probe_experiment(customers=tuple(CUSTOMERS)) -> list[dict]:
             continue
         response = ask_with_memory(state, ROUTE)
         p = remember_probability(as_memory(state, ROUTE, response))  # cached: the wrapper asked
-        verdict = "saved" if p >= REMEMBER_AT else "not saved"
+        verdict = "saved" if kept(p) else "not saved"
         print(f"\n{customer} {ticket['id']}  {response.answers['team'].choice:<19} "
               f"P(remember) {p:.2f}  {verdict}")
         print(f"    {ticket['messages'][0]['text'][:84]}")

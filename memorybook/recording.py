@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from cooksafe import JsonCache
 from cooksafe.cache import MAX_KEY_CHARS
@@ -130,13 +131,13 @@ def read_recording(path: Path | None = None) -> dict:
 
 
 def recording_summary(path: Path | None = None) -> str:
-    """Where the answers come from, and what the recorded run cost."""
+    """Where the answers come from: the whole recording, its model and origin, and its cost."""
     path = recording_path() if path is None else path
     entries = read_recording(path)
     models = ", ".join(sorted({entry["model"] for entry in entries.values()})) or "no model yet"
     input_tokens = sum(entry["usage"].get("input_tokens") or 0 for entry in entries.values())
     cost = input_tokens * USD_PER_BILLION_INPUT_TOKENS / 1e9
-    provenance = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
+    provenance = _provenance()
     text = path.read_bytes() if path.exists() else b""
     if set(provenance["entries"]) != set(entries):
         origin = "not the calls json_cache/provenance.json describes"
@@ -145,12 +146,62 @@ def recording_summary(path: Path | None = None) -> str:
     ):
         origin = "the same calls as the rebuilt recording, with other answers"
     elif provenance["origin"] == "rebuilt":
-        origin = f"recorded {provenance['recorded_on']}, rebuilt from the published figures"
+        origin = (f"the published result of {provenance['recorded_on']}, "
+                  f"rebuilt from the official page's figures")
     else:
         origin = "recorded live, every value measured"
     doing = "Replaying" if replay_only_reason() else "Live: new calls are added to"
     return (
-        f"{doing} {shown_path(path)}: {len(entries)} calls to {models} ({origin}).\n"
-        f"The recorded run read {input_tokens:,} input tokens: ${cost:.4f} at "
+        f"{doing} {shown_path(path)}, the whole collection's recording: {len(entries)} calls to "
+        f"{models} ({origin}).\n"
+        f"Recording all of them read {input_tokens:,} input tokens: ${cost:.4f} at "
         f"${USD_PER_BILLION_INPUT_TOKENS} per billion (output tokens are free)."
     )
+
+
+def _provenance() -> dict:
+    return json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
+
+
+def recorded_requests() -> dict[str, dict]:
+    """The request behind each recorded answer, by cache key: {"model", "state", "questions"}."""
+    return {key: entry["request"] for key, entry in _provenance()["entries"].items()
+            if "request" in entry}
+
+
+def annotated_values(key: str) -> list[tuple[str, object, str]]:
+    """Every value of one recorded answer with its origin: "published", or "filled: <rule>"."""
+    entry = read_recording()[key]
+    provenance = _provenance()["entries"][key]
+
+    def leaves(value, prefix=""):
+        if isinstance(value, dict):
+            for name, item in value.items():
+                yield from leaves(item, f"{prefix}{name}.")
+        else:
+            yield prefix.rstrip("."), value
+
+    return [(field, value, "published" if field in provenance["published"]
+             else f"filled: {provenance['filled'][field]}") for field, value in leaves(entry)]
+
+
+class RecordedAnswer(NamedTuple):
+    ticket: str  # the ticket the call was about
+    value: float  # the recorded P(yes)
+    origin: str  # "published", or "filled: <rule>"
+
+
+def recorded_noul_answers(question_id: str) -> list[RecordedAnswer]:
+    """Every recorded answer to one Noul question, with the ticket it judged and its origin."""
+    entries, provenance = read_recording(), _provenance()["entries"]
+    answers = []
+    for key, entry in sorted(entries.items()):
+        if question_id not in entry["answers"] or key not in provenance:
+            continue
+        state = provenance[key]["request"]["state"]
+        ticket = (state.get("request") or state)["ticket"]["id"]
+        field = f"answers.{question_id}.noul"
+        origin = ("published" if field in provenance[key]["published"]
+                  else f"filled: {provenance[key]['filled'][field]}")
+        answers.append(RecordedAnswer(ticket, entry["answers"][question_id]["noul"], origin))
+    return answers

@@ -1,85 +1,263 @@
-"""The client every notebook uses: the real SDK client, live with a key, replay-only without one."""
+"""Replay-only calls: a transport with no network behind it, and misses that explain themselves.
+
+Without a key (and always in CI) notebook 1 gives the SDK client `replay_only_transport()`. The
+SDK reaches a transport only when the recording had no answer, so every request this transport
+sees is a miss. It sends nothing; it raises `RecordingMissError`, which says which call missed,
+the most likely reason (found by comparing the call with the requests behind the recorded
+answers), a playground link to exactly that call, and how to record it.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
+import sys
 
 import httpx2
-from typesafe_sdk import TypeSafeClient
+from cooksafe import make_playground_link
+from typesafe_sdk import TypeSafeError
 
 from memorybook.config import (
     API_KEY_ENV,
-    ENDPOINT_ENV,
-    TIMEOUT_ENV,
+    RECORDED_REMEMBER_AT,
     recording_path,
     replay_only_reason,
     shown_path,
 )
-from memorybook.live import explain_api_failures_in_notebooks
-from memorybook.recording import RecordingError
-
-RECORD_HINT = "set TYPESAFE_API_KEY and run `make record` (README, 'Recording new answers')"
+from memorybook.live import describe_api_failure
+from memorybook.recording import RecordingError, cache_key, recorded_requests
 
 
 class RecordingMissError(RecordingError):
-    """A call that is not in the recording, made while only replaying is allowed."""
+    """A call that is not in the recording, made while only replaying is allowed.
+
+    `summary`, `reasons`, `link` and `how_to_record` are the parts of the message, for a
+    notebook to show them as rich text.
+    """
+
+    def __init__(self, summary: str, reasons: list[str], link: str, how_to_record: str) -> None:
+        self.summary, self.reasons, self.link, self.how_to_record = (
+            summary, reasons, link, how_to_record)
+        super().__init__("\n".join([
+            summary, *(f"- {reason}" for reason in reasons),
+            f"Ask Jev this exact call in the TypeSafe playground: {link}",
+            how_to_record,
+        ]))
+
+    def _repr_markdown_(self) -> str:
+        reasons = "\n".join(f"- {reason}" for reason in self.reasons)
+        return (f"**Not in the recording.** {self.summary}\n\n{reasons}\n\n"
+                f"🔗 [Ask Jev this exact call in the TypeSafe playground]({self.link})\n\n"
+                f"{self.how_to_record}")
 
 
-
-def describe_call(body: dict) -> str:
-    """A reader's description of one System One request: which ticket, which questions."""
-    state = body.get("state")
-    state = state if isinstance(state, dict) else {}
-    ticket = state.get("ticket") or state.get("request", {}).get("ticket") or {}
-    customer = state.get("customer") or state.get("request", {}).get("customer") or {}
-    questions = ", ".join(body.get("questions") or {}) or "none"
-    extra = [key for key in state if key not in ("customer", "ticket")]
-    with_keys = f", state also holds {', '.join(extra)}" if extra else ""
-    return (
-        f"ticket {ticket.get('id', '?')} ({ticket.get('subject', 'no subject')!r}) of customer "
-        f"{customer.get('id', '?')}, questions: {questions}{with_keys}, model {body.get('model')}"
-    )
+def replay_only_transport() -> httpx2.BaseTransport | None:
+    """None when live calls are allowed; otherwise a transport on which every request is a miss."""
+    reason = replay_only_reason()
+    return None if reason is None else ReplayOnlyTransport(reason)
 
 
 class ReplayOnlyTransport(httpx2.BaseTransport):
     """An HTTP transport with no network behind it: every request it is handed is a recording miss.
 
-    The SDK hands it a request only when the cache had no entry, so reaching it means the
-    notebook asked Jev something the recording does not hold. The error is not an HTTP error, so
-    the SDK's retry policy does not retry it: the cell fails at once.
+    The error is not an HTTP error, so the SDK's retry policy does not retry it: the cell fails at
+    once, and nothing is written to the recording.
     """
 
-    def __init__(self, reason: str, recording: Path) -> None:
+    def __init__(self, reason: str) -> None:
         self.reason = reason
-        self.recording = recording
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
-            call = describe_call(json.loads(request.read()))
+            body = json.loads(_decoded(request))
         except (ValueError, UnicodeDecodeError):
-            call = f"{request.method} {request.url.path} (body not readable)"
-        raise RecordingMissError(
-            f"Not in the recording {shown_path(self.recording)}: {call}.\n"
-            f"Only replay is allowed here ({self.reason}), so nothing was sent.\n"
-            f"To record this call, {RECORD_HINT}."
-        )
+            body = None
+        if not isinstance(body, dict):
+            raise RecordingError(f"A request with an unreadable body ({request.method} "
+                                 f"{request.url.path}) reached the replay-only transport.")
+        raise explain_miss(body, self.reason)
 
 
-def make_client() -> TypeSafeClient:
-    """The real SDK client: live with a key; otherwise every request it would send is a miss."""
-    reason = replay_only_reason()
-    if reason is None:
-        explain_api_failures_in_notebooks()
-        return TypeSafeClient(
-            api_key=os.environ[API_KEY_ENV],
-            base_url=os.environ.get(ENDPOINT_ENV) or None,
-            timeout=float(os.environ.get(TIMEOUT_ENV) or 120),
-        )
-    return TypeSafeClient(
-        api_key="cache-only",
-        transport=ReplayOnlyTransport(reason, recording_path()),
-        compression=False,
+def _decoded(request: httpx2.Request) -> bytes:
+    content = request.read()
+    if request.headers.get("content-encoding") == "zstd":  # only with typesafe-sdk[zstd]
+        from backports import zstd
+
+        return zstd.decompress(content)
+    return content
+
+
+def explain_miss(body: dict, reason: str) -> RecordingMissError:
+    """The error for one missed request: which call, why it most likely missed, what to do."""
+    state, questions, model = body.get("state"), body.get("questions") or {}, body.get("model")
+    link = make_playground_link(state, questions, models=[model] if model else None)
+    return RecordingMissError(
+        f"The recording {shown_path(recording_path())} has no answer to this call: "
+        f"{describe_call(state, questions)}. Nothing was sent, and the recording is unchanged.",
+        likely_reasons(state, questions, model),
+        link,
+        how_to_record(reason),
     )
+
+
+def describe_call(state, questions: dict) -> str:
+    """A reader's name for one request: which question, about which ticket, with which memories."""
+    ticket, customer = _ticket(state), _customer(state)
+    memories = _memory_ids(state)
+    with_memories = f", with the memories {', '.join(memories)}" if memories else ""
+    return (f"the question{'s' if len(questions) != 1 else ''} {', '.join(map(repr, questions))}"
+            f" about ticket {ticket.get('id', '?')} ({ticket.get('subject', 'no subject')!r}) "
+            f"of customer {customer.get('id', '?')}{with_memories}")
+
+
+def likely_reasons(state, questions: dict, model: str | None) -> list[str]:
+    """Why a call missed, found by comparing it with the requests behind the recorded answers."""
+    recorded = recorded_requests()
+    key = cache_key(model or "", json.dumps(state), json.dumps(questions))
+    if key in recorded:
+        return [f"The collection makes this call, but {shown_path(recording_path())} lacks its "
+                f"answer: the file was changed or replaced. Restore it (`git checkout -- "
+                f"json_cache/json_cache.json`) or record the collection again (`make record`)."]
+    ticket_id = _ticket(state).get("id")
+    alike = [request for request in recorded.values()
+             if _ticket(request["state"]).get("id") == ticket_id
+             and sorted(request["questions"]) == sorted(questions)]
+    if not alike:
+        return [f"No recorded call asks {', '.join(map(repr, questions))} about ticket "
+                f"{ticket_id}: this is a new call, which only Jev can answer."]
+    ours = {"model": model, "state": state, "questions": questions}
+    closest = min(alike, key=lambda request: len(differences(ours, request)))
+    return [_explain(path, mine, theirs) for path, mine, theirs in differences(ours, closest)]
+
+
+def differences(ours, theirs, path: str = "") -> list[tuple[str, object, object]]:
+    """Where two JSON values differ: (path, ours, theirs), outermost first; a list of memories
+    is compared as a whole, since which memories it holds is what a reader needs to know."""
+    if _is_memory_list(ours) or _is_memory_list(theirs):
+        return [] if ours == theirs else [(path, ours, theirs)]
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        found = []
+        for key in list(ours) + [key for key in theirs if key not in ours]:
+            found += differences(ours.get(key, _ABSENT), theirs.get(key, _ABSENT),
+                                 f"{path}.{key}" if path else key)
+        return found
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        found = []
+        for index, (mine, recorded) in enumerate(zip(ours, theirs, strict=True)):
+            found += differences(mine, recorded, f"{path}[{index}]")
+        return found
+    return [] if ours == theirs else [(path, ours, theirs)]
+
+
+_ABSENT = object()
+
+
+def _explain(path: str, ours, theirs) -> str:
+    if _is_memory_list(ours) or _is_memory_list(theirs):
+        mine = ", ".join(_ids(ours)) or "none"
+        recorded = ", ".join(_ids(theirs)) or "none"
+        return (f"Memories: this call carries {mine}; the recorded one carried {recorded}. "
+                f"{_why_memories_differ()}")
+    if path.startswith("questions"):
+        return (f"The question differs from the recorded one at `{path}`. The recording only "
+                f"answers the questions exactly as the collection words them.")
+    if path == "model":
+        return f"The model is {ours!r}; the recording holds answers from {theirs!r}."
+    if theirs is _ABSENT or ours is _ABSENT:
+        which = "has" if theirs is _ABSENT else "lacks"
+        return f"The state {which} `{path.removeprefix('state.')}`, unlike the recorded call."
+    return (f"`{path.removeprefix('state.')}` is {_short(ours)}; in the recorded call it is "
+            f"{_short(theirs)}. The input was edited (data/tickets.json or a cell).")
+
+
+def _why_memories_differ() -> str:
+    threshold = _threshold_in_use()
+    if threshold is not None and threshold != RECORDED_REMEMBER_AT:
+        return (f"REMEMBER_AT is {threshold} here and was {RECORDED_REMEMBER_AT} in the recorded "
+                f"run, so the gate kept other tickets (notebook 2 says which thresholds replay).")
+    return ("This kernel holds other memories than the recorded run had at this point: restart "
+            "the kernel and run the notebook from the top.")
+
+
+def _threshold_in_use() -> float | None:
+    """REMEMBER_AT as the gate reads it: the gate module's, or notebook 2's own."""
+    gate = sys.modules.get("memorybook.gate")
+    if gate is not None and getattr(gate, "REMEMBER_AT", None) != RECORDED_REMEMBER_AT:
+        return gate.REMEMBER_AT
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    value = shell.user_ns.get("REMEMBER_AT") if shell is not None else None
+    return value if isinstance(value, int | float) else None
+
+
+def how_to_record(reason: str) -> str:
+    if reason.startswith("CI"):
+        return "CI never calls the API (CI is set): record on your own machine, outside CI."
+    return (f"To record it: start JupyterLab (or Python) with {API_KEY_ENV} in its environment, "
+            f"for example `{API_KEY_ENV}=... make lab`, and run the cell again: the answer is "
+            f"then added to {shown_path(recording_path())}.")
+
+
+def _short(value) -> str:
+    text = json.dumps(value, ensure_ascii=False) if value is not _ABSENT else "absent"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _ticket(state) -> dict:
+    state = state if isinstance(state, dict) else {}
+    request = state.get("request") if isinstance(state.get("request"), dict) else {}
+    ticket = state.get("ticket") or request.get("ticket")
+    return ticket if isinstance(ticket, dict) else {}
+
+
+def _customer(state) -> dict:
+    state = state if isinstance(state, dict) else {}
+    request = state.get("request") if isinstance(state.get("request"), dict) else {}
+    customer = state.get("customer") or request.get("customer")
+    return customer if isinstance(customer, dict) else {}
+
+
+def _is_memory_list(value) -> bool:
+    return (isinstance(value, list) and bool(value)
+            and all(isinstance(item, dict) and "request" in item for item in value))
+
+
+def _ids(memories) -> list[str]:
+    if not isinstance(memories, list):
+        return []
+    return [str(_ticket(memory).get("id", "?")) for memory in memories]
+
+
+def _memory_ids(state) -> list[str]:
+    if not isinstance(state, dict):
+        return []
+    return [ticket_id for value in state.values() if _is_memory_list(value)
+            for ticket_id in _ids(value)]
+
+
+def explain_failures_in_notebooks() -> None:
+    """In IPython, show a miss or a failed live call as a short message instead of a traceback.
+
+    The cell still fails, so Run All stops there; the recording is never changed by either.
+    """
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def show(shell, exc_type, error, traceback, tb_offset=None):
+        if isinstance(error, RecordingMissError):
+            display(Markdown(error._repr_markdown_()))
+        elif isinstance(error, TypeSafeError):
+            print(describe_api_failure(error))
+        else:
+            print(f"{type(error).__name__}: {error}")
+
+    shell.set_custom_exc((RecordingError, TypeSafeError), show)
 

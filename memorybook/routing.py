@@ -4,15 +4,22 @@ Edit the notebook's cells tagged `export`, not this file."""
 
 
 import json
+import os
 
-from typesafe_sdk import Choice, SystemOneResponse
+from typesafe_sdk import Choice, SystemOneResponse, TypeSafeClient
 
-from memorybook.config import TYPESAFE_MODEL, load_data
+from memorybook.config import TYPESAFE_MODEL, load_data, timeout_seconds
 from memorybook.recording import open_recording
-from memorybook.replay import make_client
+from memorybook.replay import explain_failures_in_notebooks, replay_only_transport
 
-client = make_client()  # live with TYPESAFE_API_KEY; otherwise an uncached call is an error
+client = TypeSafeClient(
+    api_key=os.environ.get("TYPESAFE_API_KEY") or "cache-only",  # any non-empty key builds a client
+    base_url=os.environ.get("TYPESAFE_ENDPOINT") or None,  # None: the SDK's default endpoint
+    timeout=timeout_seconds(),  # 120 s per HTTP operation, unless MEMORYBOOK_TIMEOUT_SECONDS is set
+    transport=replay_only_transport(),  # no key, or CI: never sends; explains each miss instead
+)
 json_cache = open_recording()  # cooksafe's JsonCache on json_cache/json_cache.json
+explain_failures_in_notebooks()  # a miss or a failed live call: a short message, no traceback
 
 
 DATA = load_data()
@@ -75,11 +82,15 @@ def _system_one(model: str, state: str, questions: str) -> dict:
     return response.model_dump(mode="json")
 
 
-def ask(state: dict, questions: dict) -> SystemOneResponse:
-    """client.system_one with the model pinned and every call cached."""
-    questions_json = {
+def questions_json(questions: dict) -> str:
+    """The questions as the API receives them: each one's JSON, without the unset fields."""
+    return json.dumps({
         question_id: question.model_dump(mode="json", exclude_none=True)
         for question_id, question in questions.items()
-    }
-    answer = _system_one(TYPESAFE_MODEL, json.dumps(state), json.dumps(questions_json))
+    })
+
+
+def ask(state: dict, questions: dict) -> SystemOneResponse:
+    """client.system_one with the model pinned and every call cached."""
+    answer = _system_one(TYPESAFE_MODEL, json.dumps(state), questions_json(questions))
     return SystemOneResponse.model_validate(answer)

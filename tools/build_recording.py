@@ -170,6 +170,8 @@ def rebuild() -> tuple[str, str]:
             answer, fields = fill_gate(row, default_gate)
         key = cache_key(body["model"], json.dumps(body["state"]), json.dumps(body["questions"]))
         calls[key] = {"identity": identity, "request_size": len(request.content),
+                      "request": {"model": body["model"], "state": body["state"],
+                                  "questions": body["questions"]},
                       "answer_size": len(json.dumps(answer)), "fields": fields}
         response = {"model": TYPESAFE_MODEL, "usage": {"input_tokens": 0, "output_tokens": 0},
                     "answers": {question_id: answer}}
@@ -213,14 +215,16 @@ def rebuild() -> tuple[str, str]:
             "call": describe(question, ticket, context),
             "table_row": {"question": question, "ticket": ticket, context_column: context},
             **fields,
+            "request": calls[key]["request"],
         }
 
     recording = json.dumps({key: entries[key] for key in sorted(entries)}, indent=2)
     provenance = {
         "origin": "rebuilt",
         "recording_sha256": hashlib.sha256(recording.encode()).hexdigest(),
-        "about": "What in json_cache/json_cache.json is published and what is filled in; "
-        "written by `python -m tools.build_recording`, never by hand.",
+        "about": "What in json_cache/json_cache.json is published and what is filled in, and "
+        "the request behind each answer; written by `python -m tools.build_recording`, never by "
+        "hand.",
         "model": TYPESAFE_MODEL,
         "recorded_on": RECORDED_ON,
         "published_totals": {**PUBLISHED_TOTALS, "source": TOTALS_SOURCE},
