@@ -41,15 +41,14 @@ def text_problems(fig) -> list[str]:
     """
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    texts = [text for text in fig.findobj(matplotlib_text_class())
-             if text.get_visible() and text.get_text().strip() and text.figure is fig]
-    boxes = [(text, text.get_window_extent(renderer)) for text in texts]
+    texts = _drawn_texts(fig)
+    boxes = [(text, text.get_window_extent(renderer)) for text, _ in texts]
     problems = []
     edge = fig.bbox
     panels = [(ax, ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()]
-    for text, box in boxes:
+    for (text, box), (_, own_panel) in zip(boxes, texts, strict=True):
         for ax, panel in panels:
-            if text.axes is not None and ax is not text.axes and box.overlaps(panel):
+            if own_panel is not None and ax is not own_panel and box.overlaps(panel):
                 problems.append(f"{text.get_text()!r} runs into another panel")
         if not _inside(box, edge):
             problems.append(f"{text.get_text()!r} is cut off by the figure's edge")
@@ -63,10 +62,24 @@ def text_problems(fig) -> list[str]:
     return problems
 
 
-def matplotlib_text_class():
+def _drawn_texts(fig) -> list[tuple]:
+    """The texts a figure draws, each with the panel it belongs to (None for the figure's own).
+
+    matplotlib also keeps labels for ticks outside a panel's view, which it does not draw; those
+    are left out.
+    """
     from matplotlib.text import Text
 
-    return Text
+    panel_of, undrawn = {}, set()
+    for ax in fig.axes:
+        panel_of.update((id(text), ax) for text in ax.findobj(Text))
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                if not low - 1e-9 <= tick.get_loc() <= high + 1e-9:
+                    undrawn.update((id(tick.label1), id(tick.label2)))
+    return [(text, panel_of.get(id(text))) for text in fig.findobj(Text)
+            if id(text) not in undrawn and text.get_visible() and text.get_text().strip()]
 
 
 def _inside(box, frame, tolerance: float = 0.5) -> bool:
