@@ -60,7 +60,8 @@ def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path)
         assert fresh.replace("Live: new calls are added to", "Replaying").replace(
             str(tmp_path / "new.json"), "json_cache/json_cache.json").replace(
             "not the calls json_cache/provenance.json describes",
-            "recorded 2026-10-29, rebuilt from the published figures") == stdout_of(committed)
+            "the published result of 2026-10-29, rebuilt from the official page's figures"
+        ) == stdout_of(committed)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(CANARY_KEY not in p.read_text(errors="replace") for p in written)
     assert CANARY_KEY not in result.stdout + result.stderr

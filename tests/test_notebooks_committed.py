@@ -68,10 +68,12 @@ def test_outputs_hold_nothing_from_the_machine_that_ran_them(path):
 
 
 @by_name
-def test_opens_with_a_title_and_the_measured_result(path):
+def test_opens_with_a_title_and_the_result_it_replays(path):
     first = "".join(load(path)["cells"][0]["source"])
     assert re.match(rf"# {int(path.stem[:2])} · \S", first), "title: '# N · what it shows'"
-    assert "**Measured:**" in first or "**Made here:**" in first
+    assert "**Published result of jev-1.14.0 (2026-10-29), replayed" in first or (
+        "**Made here:**" in first)
+    assert "Measured" not in first, "a replay of a rebuilt recording is not a measurement"
 
 
 @by_name

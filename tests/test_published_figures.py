@@ -34,7 +34,8 @@ SHOWN = [
     ("03", "C-1042 memories: T-101, T-105\nC-2210 memories: T-102"),
     ("05", "Expected routes: 3/6 without memory, 6/6 with memory."),
     # provenance and cost, computed from the recording
-    ("01", "31 calls to jev-1.14.0 (recorded 2026-10-29, rebuilt from the published figures)"),
+    ("01", "31 calls to jev-1.14.0 (the published result of 2026-10-29, rebuilt from the "
+           "official page's figures)"),
     ("01", "read 21,456 input tokens: $0.0009 at $42 per billion"),
     # the store: a separate process routes from it alone; forgetting; nothing in plaintext
     ("07", "memories found: T-101, T-105\nslow dashboards -> selfhosted_windows 0.98"),

@@ -100,9 +100,12 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
     result = run_python(MISSING_CALL, **env)
     assert result.returncode == 0, result.stderr
     message = result.stdout
-    assert "Not in the recording json_cache/json_cache.json" in message
-    assert "ticket T-201 ('Slow dashboards, again') of customer C-1042, questions: team" in message
-    assert "make record" in message
+    assert "The recording json_cache/json_cache.json has no answer to this call" in message
+    assert "about ticket T-201 ('Slow dashboards, again') of customer C-1042" in message
+    assert '`ticket.subject` is "Slow dashboards, again"' in message
+    assert "https://console.typesafe.ai/playground#share/" in message
+    how = "CI never calls the API" if env else "TYPESAFE_API_KEY=... make lab"
+    assert how in message
     assert "sk-test" not in message + result.stderr
 
 
