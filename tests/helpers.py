@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from lzstring import LZString
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PUBLISHED = REPO_ROOT / "tests" / "published"
+# A Markdown link to the TypeSafe playground: its label and its URL.
+LINK = re.compile(r"\[([^\]]+)\]\((https://console\.typesafe\.ai/playground#share/[^)]+)\)")
 
 
 def notebook(name: str) -> dict:
@@ -36,6 +41,12 @@ def markdown_outputs(nb: dict) -> list[str]:
         for output in cell.get("outputs", [])
         if "text/markdown" in output.get("data", {})
     ]
+
+
+def decode(link: str) -> tuple[dict, dict, dict]:
+    """A playground link's state and questions, and the whole share it encodes."""
+    share = json.loads(LZString.decompressFromEncodedURIComponent(link.split("#share/", 1)[1]))
+    return json.loads(share["documentText"]), json.loads(share["promptsText"]), share
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
