@@ -1,6 +1,7 @@
 """The reader's path, in a real browser: each notebook opened in JupyterLab and run, twice.
 
-    .venv/bin/python -m pytest tests/test_browser.py            # this test alone
+    .venv/bin/python -m pytest tests/test_browser.py            # this test alone (or -m browser)
+    .venv/bin/python -m pytest tests/test_browser.py -k 06      # one notebook
     .venv/bin/python -m pytest -m "not browser"                 # everything else
 
 One JupyterLab server (tests/jupyterlab_server.py: this environment, 127.0.0.1, a token, no API
@@ -238,7 +239,7 @@ def check_run_all(page, path: Path, committed: dict) -> list[str]:
     """Run All once and return every way it differs from the committed notebook."""
     result = run_all(page)
     cells = result["notebook"]["cells"]
-    errors = ran_without_errors(committed["cells"], cells)
+    errors = errors_of_the_run(committed["cells"], cells)
     if errors:  # later cells did not run: comparing their outputs would only repeat that
         return errors
     if not result["ok"]:
@@ -251,11 +252,12 @@ def check_run_all(page, path: Path, committed: dict) -> list[str]:
 
 
 def label(index: int, cell: dict) -> str:
+    """A cell as JupyterLab's status bar numbers it (from 1, Markdown cells included)."""
     source = "".join(cell["source"]).strip().splitlines()
-    return f"cell {index} ({source[0][:60] if source else 'empty'!r})"
+    return f"cell {index + 1} ({source[0][:60] if source else 'empty'!r})"
 
 
-def ran_without_errors(committed_cells: list[dict], cells: list[dict]) -> list[str]:
+def errors_of_the_run(committed_cells: list[dict], cells: list[dict]) -> list[str]:
     if len(cells) != len(committed_cells):
         return [f"JupyterLab shows {len(cells)} cells, the file has {len(committed_cells)}"]
     problems = []
