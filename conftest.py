@@ -32,6 +32,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "after_notebooks: runs after nbval has executed every notebook"
     )
+    config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium")
 
 
 @pytest.fixture

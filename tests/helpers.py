@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from lzstring import LZString
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PUBLISHED = REPO_ROOT / "tests" / "published"
+# A Markdown link to the TypeSafe playground: its label and its URL.
+LINK = re.compile(r"\[([^\]]+)\]\((https://console\.typesafe\.ai/playground#share/[^)]+)\)")
 
 
 def notebook(name: str) -> dict:
@@ -38,6 +44,12 @@ def markdown_outputs(nb: dict) -> list[str]:
     ]
 
 
+def decode(link: str) -> tuple[dict, dict, dict]:
+    """A playground link's state and questions, and the whole share it encodes."""
+    share = json.loads(LZString.decompressFromEncodedURIComponent(link.split("#share/", 1)[1]))
+    return json.loads(share["documentText"]), json.loads(share["promptsText"]), share
+
+
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     """Run code in a fresh interpreter with no API key, outside the notebooks' usage log."""
     clean = {k: v for k, v in os.environ.items()
@@ -46,3 +58,15 @@ def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=REPO_ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120,
     )
+
+
+def copy_of_the_collection(destination: Path) -> Path:
+    """The notebooks, package, data and recording in a scratch folder, to run a copy there.
+
+    A kernel imports the copy's `memorybook` when PYTHONPATH names the folder; the copy's
+    `.memorybook/` store folder is its own, so runs of notebook 7 elsewhere are not disturbed.
+    """
+    for folder in ("notebooks", "memorybook", "data", "json_cache"):
+        shutil.copytree(REPO_ROOT / folder, destination / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    return destination

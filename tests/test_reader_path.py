@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
-from tests.helpers import NOTEBOOKS, REPO_ROOT, run_python
+from tests.helpers import NOTEBOOKS, copy_of_the_collection, run_python
 
 
 def comparable(outputs: list) -> list:
@@ -69,9 +68,12 @@ RERUNS = {
 
 
 @pytest.mark.parametrize("how", RERUNS)
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_running_cells_again_gives_the_committed_outputs(path, how):
-    committed = nbformat.read(path, as_version=4)
+@pytest.mark.parametrize("committed_path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_running_cells_again_gives_the_committed_outputs(committed_path, how, tmp_path,
+                                                          monkeypatch):
+    committed = nbformat.read(committed_path, as_version=4)
+    path = copy_of_the_collection(tmp_path) / "notebooks" / committed_path.name
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the kernel imports the copy's memorybook
     try:
         fresh = run_in_one_kernel(path, RERUNS[how](code_cells(path)))
     except CellExecutionError as error:
@@ -79,14 +81,6 @@ def test_running_cells_again_gives_the_committed_outputs(path, how):
     for index in code_cells(path):
         assert comparable(fresh.cells[index].outputs) == comparable(
             committed.cells[index].outputs), f"{path.name}, {how}: code cell at index {index}"
-
-
-def copy_of_the_collection(tmp_path: Path) -> Path:
-    """The notebooks, package, data and recording in a scratch folder, importable from there."""
-    for folder in ("notebooks", "memorybook", "data", "json_cache"):
-        shutil.copytree(REPO_ROOT / folder, tmp_path / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
-    return tmp_path
 
 
 def test_an_edited_ticket_misses_with_its_field_named_and_a_link_to_that_call(tmp_path,

@@ -1,0 +1,196 @@
+"""A throwaway JupyterLab server for the browser test: local, token-protected, always stopped.
+
+    with jupyterlab_server(REPO_ROOT) as lab:
+        ...                      # anything that can be done while the server starts
+        lab.wait_until_ready()   # bounded: /api/status answers, or an error with the server's log
+        lab.url("lab/tree/notebooks/01_plain_routing.ipynb")
+
+The server runs with this interpreter (the project's environment) on 127.0.0.1, on a free port,
+with a random token, in a session of its own (so a Ctrl-C reaches only pytest, which then stops
+it). Its Jupyter config, data, runtime, settings and workspace folders are temporary, so nothing
+from the user's Jupyter set-up changes what it does and it writes nothing outside them except
+what the notebooks themselves write: checkpoints go to the temporary folder too, and document
+autosave is off, so opening, clearing and running a notebook never writes it back to disk.
+
+Its kernels never see an API key, so they can only replay the recording. On leaving the `with`
+block, whatever happened in it, the server is asked to stop (SIGTERM shuts its kernels down),
+and whatever it started that is still running a few seconds later is killed. If the test process
+dies without getting there, the server culls idle kernels and then exits on its own after ten
+idle minutes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STARTUP_SECONDS = 60  # bound on waiting for /api/status to answer
+STOP_SECONDS = 10  # bound on waiting for a clean exit after SIGTERM, and again after SIGKILL
+HIDDEN_FROM_SERVER = (  # kernels must replay only; and no outside Jupyter set-up
+    "TYPESAFE_API_KEY", "TYPESAFE_ENDPOINT", "MEMORYBOOK_RECORDING", "MEMORYBOOK_LIVE_IN_CI",
+    "MEMORYBOOK_USAGE_LOG", "JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "JUPYTER_TOKEN",
+)
+# User settings, in JupyterLab's settings folder layout: no autosave, no requests to the internet.
+SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false", "checkForUpdates": False,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Lab:
+    base: str  # http://127.0.0.1:PORT/
+    token: str = field(repr=False)
+    log: Path  # the server's stdout and stderr
+    process: subprocess.Popen = field(repr=False)
+
+    def url(self, path: str) -> str:
+        return self.base + path.lstrip("/")
+
+    def get_json(self, path: str):
+        request = urllib.request.Request(
+            self.url(path), headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.load(response)
+
+    def wait_until_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"JupyterLab exited with code {self.process.returncode} before it was "
+                    "ready:\n" + self.log_tail()
+                )
+            try:
+                self.get_json("api/status")
+                return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        raise RuntimeError(
+            f"JupyterLab did not answer /api/status within {STARTUP_SECONDS} s:\n"
+            + self.log_tail()
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the server's log, for error messages; the token is blanked out."""
+        text = self.log.read_text(encoding="utf-8", errors="replace").replace(self.token, "...")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def jupyterlab_server(root_dir: Path) -> Iterator[Lab]:
+    with tempfile.TemporaryDirectory(prefix="memorybook-lab-") as tmp:
+        tmp = Path(tmp)
+        settings_dir = tmp / "settings"
+        for name, values in SETTINGS.items():
+            (settings_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            (settings_dir / name).write_text(json.dumps(values), encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if k not in HIDDEN_FROM_SERVER}
+        env.update(
+            JUPYTER_CONFIG_DIR=str(tmp / "config"),
+            JUPYTER_DATA_DIR=str(tmp / "data"),
+            JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+            JUPYTER_PLATFORM_DIRS="1",
+            PYTHONPATH=str(root_dir),  # kernels import the memorybook of the folder served
+        )
+        port, token = free_port(), secrets.token_hex(16)
+        command = [
+            sys.executable, "-m", "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.root_dir={root_dir}",
+            f"--IdentityProvider.token={token}",
+            "--LabApp.expose_app_in_browser=True",
+            f"--LabApp.user_settings_dir={settings_dir}",
+            f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+            f"--FileCheckpoints.checkpoint_dir={tmp / 'checkpoints'}",  # not in notebooks/
+            "--MappingKernelManager.cull_idle_timeout=300",
+            "--MappingKernelManager.cull_interval=60",
+            "--ServerApp.shutdown_no_activity_timeout=600",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            command.append("--allow-root")
+        log = tmp / "server.log"
+        with open(log, "wb") as log_file:
+            process = subprocess.Popen(
+                command, cwd=root_dir, env=env, stdin=subprocess.DEVNULL,
+                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        try:
+            yield Lab(base=f"http://127.0.0.1:{port}/", token=token, log=log, process=process)
+        finally:
+            stop(process)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM (the server shuts its kernels down); SIGKILL to whatever it started that is left.
+
+    Kernels run in sessions of their own, so they are found as the server's descendants before it
+    is asked to stop, and only those still alive afterwards (same pid, same start time) are killed.
+    """
+    started = descendants(process.pid)
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=STOP_SECONDS)
+    for pid, start_time in started.items():
+        if start_time_of(pid) == start_time:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def start_time_of(pid: int) -> str | None:
+    """The start time field of /proc/PID/stat (None once the process is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below `pid`, with its start time (Linux /proc; empty elsewhere)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in found:
+                start_time = start_time_of(child)
+                if start_time is not None:
+                    found[child] = start_time
+                    frontier.append(child)
+    return found

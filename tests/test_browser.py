@@ -1,0 +1,374 @@
+"""The reader's path, in a real browser: each notebook opened in JupyterLab and run, twice.
+
+    .venv/bin/python -m pytest tests/test_browser.py            # this test alone (or -m browser)
+    .venv/bin/python -m pytest tests/test_browser.py -k 06      # one notebook
+    .venv/bin/python -m pytest -m "not browser"                 # everything else
+
+One JupyterLab server (tests/jupyterlab_server.py: this environment, 127.0.0.1, a token, no API
+key) and one headless Chromium page driven by Playwright serve every notebook: JupyterLab loads
+once, in a new workspace, and each notebook is opened in it as a reader opens one. For each
+notebook the page clears its outputs, runs all cells and checks that no cell errs, that every
+text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
+their presence), that every chart renders as an image, and that every playground link in a
+Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 6).
+Then it runs all cells again in the same kernel, as a reader who presses Run All twice does, and
+checks the same. The kernel is shut down and the tab closed before the next notebook; a
+screenshot of each notebook after its first run goes to build/browser/.
+
+The browser is Debian's `chromium` (`apt-get install chromium`); Playwright's own browser
+download is never used. Without Chromium or Playwright the tests are skipped, saying why, except
+in CI (CI set), where they fail. JupyterLab does not save the notebooks it runs here (autosave
+is off, checkpoints go to a temporary folder); the committed files are compared byte for byte
+before and after all the same.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memorybook.config import RECORDING_PATH
+from memorybook.recording import cache_key, read_recording
+from tests.helpers import LINK, NOTEBOOKS, REPO_ROOT, copy_of_the_collection, decode
+from tests.jupyterlab_server import jupyterlab_server
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium")  # Debian's package: /usr/bin/chromium
+CHROMIUM_ARGS = [  # a fresh profile is Playwright's own; nothing may reach for the network
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+SCREENSHOTS = REPO_ROOT / "build" / "browser"
+OPEN_SECONDS = 60  # bound on loading JupyterLab with a notebook and its kernel ready
+RUN_SECONDS = 120  # bound on one Run All of one notebook
+STEP_SECONDS = 15  # bound on the small steps: rendering a cell, shutting a kernel down
+SHARE_PREFIX = "https://console.typesafe.ai/playground#share/"
+EXPECTED_LINKS = {"06_playground_links": 13}
+TEXT_MIMES = ("text/plain", "text/markdown")
+
+
+def why_no_browser() -> str | None:
+    if CHROMIUM is None:
+        return "no Chromium: install Debian's package (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "no Playwright in this environment (pip install playwright; no browser download)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def lab_page(tmp_path_factory):
+    """One JupyterLab server and one browser page for every notebook; both always stopped.
+
+    The server serves a copy of the collection, so that its notebook 7 keeps its store apart
+    from any other run of that notebook at the same time (nbval's, in a parallel test run).
+    """
+    missing = why_no_browser()
+    if missing:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(missing)
+    from playwright.sync_api import sync_playwright
+
+    served = copy_of_the_collection(tmp_path_factory.mktemp("collection"))
+    committed = {path: path.read_bytes() for path in (served / "notebooks").glob("*.ipynb")}
+    try:
+        with jupyterlab_server(served) as lab, sync_playwright() as playwright:
+            browser = playwright.chromium.launch(  # while the server starts
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=OPEN_SECONDS * 1000
+            )
+            try:
+                lab.wait_until_ready()
+                page = browser.new_page(viewport={"width": 1280, "height": 1024})
+                page.set_default_timeout(OPEN_SECONDS * 1000)
+                page.add_init_script(WITHIN)
+                start_jupyterlab(page, lab)
+                yield page
+                left = lab.get_json("api/kernels")
+                assert left == [], f"{len(left)} kernel(s) still running after the last notebook"
+            finally:
+                browser.close()
+    finally:
+        changed = [path for path, data in committed.items() if path.read_bytes() != data]
+        for path in changed:
+            path.write_bytes(committed[path])
+        assert not changed, (
+            "JupyterLab wrote to committed notebooks (restored): "
+            + ", ".join(path.name for path in changed)
+        )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_a_reader_runs_the_notebook_twice_in_jupyterlab(path, lab_page):
+    page = lab_page
+    committed = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        open_notebook(page, path)
+        first = check_run_all(page, path, committed)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / f"{path.stem}.png")
+        if first:
+            pytest.fail(report(path, "first Run All", first), pytrace=False)
+        again = check_run_all(page, path, committed)
+        if again:
+            pytest.fail(report(path, "second Run All, same kernel", again), pytrace=False)
+    finally:
+        close_notebook(page)
+
+
+def report(path: Path, run: str, problems: list[str]) -> str:
+    return f"{path.name}, {run}:\n" + "\n".join(f"- {problem}" for problem in problems)
+
+
+# --- driving JupyterLab (window.jupyterapp; the open notebook's panel is window.panel) ---
+
+# Every page script below awaits JupyterLab through this, so that nothing waits without bound.
+WITHIN = """
+window.within = (promise, seconds, what) => Promise.race([
+    promise,
+    new Promise((_, reject) => setTimeout(
+        () => reject(new Error(`${what}: not done within ${seconds} s`)), seconds * 1000)),
+]);
+"""
+
+
+def in_page(page, script: str, arg=None):
+    """Evaluate `script` in the page; a failure or time-out inside it fails the test."""
+    from playwright.sync_api import Error
+
+    try:
+        return page.evaluate(script, arg)
+    except Error as error:
+        pytest.fail(error.message.splitlines()[0], pytrace=False)
+
+
+def start_jupyterlab(page, lab) -> None:
+    """Log in with the token (it sets a cookie), then load JupyterLab once, in a new workspace."""
+    page.goto(lab.url(f"api/status?token={lab.token}"))
+    page.goto(lab.url("lab/workspaces/browser-test?reset"))
+    page.wait_for_function("() => Boolean(window.jupyterapp)")
+    in_page(
+        page,
+        """async (seconds) => {
+            await within(window.jupyterapp.restored, seconds, 'JupyterLab start');
+            window.jupyterapp.shell.collapseLeft();  // the notebook gets the full width
+        }""",
+        OPEN_SECONDS,
+    )
+
+
+def open_notebook(page, path: Path) -> None:
+    """Open the notebook as a reader does (File > Open); return when its kernel is idle."""
+    in_page(
+        page,
+        """async ([path, seconds]) => {
+            const app = window.jupyterapp;
+            const open = app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+            const panel = window.panel = await within(open, seconds, 'opening ' + path);
+            await within(panel.context.ready, seconds, 'reading ' + path);
+            await within(panel.sessionContext.ready, seconds, 'starting a kernel for ' + path);
+            const idle = new Promise((resolve) => {
+                const check = () => panel.sessionContext.session?.kernel?.status === 'idle'
+                    ? resolve() : setTimeout(check, 50);
+                check();
+            });
+            await within(idle, seconds, 'the kernel of ' + path + ' becoming idle');
+        }""",
+        [path.relative_to(REPO_ROOT).as_posix(), OPEN_SECONDS],
+    )
+
+
+def run_all(page) -> dict:
+    """Clear every output, Run All; return the notebook as JupyterLab's model then holds it."""
+    return in_page(
+        page,
+        """async (seconds) => {
+            const app = window.jupyterapp, panel = window.panel;
+            app.shell.activateById(panel.id);  // the notebook commands act on this one
+            await app.commands.execute('notebook:clear-all-cell-outputs');
+            const left = panel.content.model.toJSON().cells
+                .reduce((count, cell) => count + (cell.outputs || []).length, 0);
+            if (left) throw new Error(left + ' outputs left after clearing all outputs');
+            const run = app.commands.execute('notebook:run-all-cells');
+            const ok = await within(run, seconds, 'Run All');
+            return {ok, notebook: panel.content.model.toJSON()};
+        }""",
+        RUN_SECONDS,
+    )
+
+
+def rendered(page, index: int) -> dict:
+    """Scroll cell `index` into view; its rendered images' widths and its Markdown links."""
+    return in_page(
+        page,
+        """async ([index, seconds]) => {
+            const notebook = window.panel.content;
+            const cell = notebook.widgets[index];
+            await within(notebook.scrollToCell(cell, 'center'), seconds, 'showing cell ' + index);
+            const images = [...cell.node.querySelectorAll('.jp-OutputArea .jp-RenderedImage img')];
+            const decoded = Promise.all(images.map((img) => img.decode().catch(() => null)));
+            await within(decoded, seconds, 'decoding the images of cell ' + index);
+            const anchors = cell.node.querySelectorAll('.jp-OutputArea .jp-RenderedMarkdown a');
+            return {
+                widths: images.map((img) => img.naturalWidth),
+                hrefs: [...anchors].map((a) => a.getAttribute('href')),
+            };
+        }""",
+        [index, STEP_SECONDS],
+    )
+
+
+def close_notebook(page) -> None:
+    """Shut the notebook's kernel down and close its tab without saving."""
+    in_page(
+        page,
+        """async (seconds) => {
+            const panel = window.panel;
+            window.panel = null;
+            if (!panel || panel.isDisposed) return;
+            await within(panel.sessionContext.shutdown(), seconds, 'shutting the kernel down');
+            panel.context.model.dirty = false;  // closing asks nothing and saves nothing
+            panel.close();
+        }""",
+        STEP_SECONDS,
+    )
+
+
+# --- the checks ---
+
+
+def check_run_all(page, path: Path, committed: dict) -> list[str]:
+    """Run All once and return every way it differs from the committed notebook."""
+    result = run_all(page)
+    cells = result["notebook"]["cells"]
+    errors = errors_of_the_run(committed["cells"], cells)
+    if errors:  # later cells did not run: comparing their outputs would only repeat that
+        return errors
+    if not result["ok"]:
+        return ["JupyterLab reported a failed run, yet no cell shows an error"]
+    return (
+        text_differences(committed["cells"], cells)
+        + missing_images(page, committed["cells"])
+        + link_problems(page, path, committed["cells"])
+    )
+
+
+def label(index: int, cell: dict) -> str:
+    """A cell as JupyterLab's status bar numbers it (from 1, Markdown cells included)."""
+    source = "".join(cell["source"]).strip().splitlines()
+    return f"cell {index + 1} ({source[0][:60] if source else 'empty'!r})"
+
+
+def errors_of_the_run(committed_cells: list[dict], cells: list[dict]) -> list[str]:
+    if len(cells) != len(committed_cells):
+        return [f"JupyterLab shows {len(cells)} cells, the file has {len(committed_cells)}"]
+    problems = []
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        for output in cell["outputs"]:
+            if output["output_type"] == "error":
+                problems.append(
+                    f"{label(index, cell)} raised {output['ename']}: {output['evalue']}"
+                )
+        if cell["execution_count"] is None and not problems:
+            problems.append(f"{label(index, cell)} did not run")
+    return problems
+
+
+def text_outputs(outputs: list[dict]) -> list[tuple[str, str]]:
+    """What a reader reads in a cell's outputs: streams (merged as JupyterLab shows them),
+    the text and Markdown of displays, errors; an image only as being there."""
+    shown: list[tuple[str, str]] = []
+    for output in outputs:
+        kind = output["output_type"]
+        if kind == "stream":
+            text, name = joined(output["text"]), f"stream {output['name']}"
+            if shown and shown[-1][0] == name:
+                shown[-1] = (name, shown[-1][1] + text)
+            else:
+                shown.append((name, text))
+        elif kind in ("display_data", "execute_result"):
+            data = output["data"]
+            shown += [(mime, joined(data[mime])) for mime in TEXT_MIMES if mime in data]
+            shown += [("image/png", "(an image)")] if "image/png" in data else []
+        elif kind == "error":
+            shown.append(("error", f"{output['ename']}: {output['evalue']}"))
+    return shown
+
+
+def joined(text: str | list[str]) -> str:
+    return text if isinstance(text, str) else "".join(text)
+
+
+def text_differences(committed_cells: list[dict], cells: list[dict]) -> list[str]:
+    problems = []
+    for index, (expected, got) in enumerate(zip(committed_cells, cells, strict=True)):
+        if expected["cell_type"] != "code":
+            continue
+        want, have = text_outputs(expected["outputs"]), text_outputs(got["outputs"])
+        if want != have:
+            diff = difflib.unified_diff(
+                as_lines(want), as_lines(have), "committed", "in JupyterLab", lineterm="", n=1
+            )
+            problems.append(f"{label(index, expected)} outputs differ:\n" + "\n".join(diff))
+    return problems
+
+
+def as_lines(shown: list[tuple[str, str]]) -> list[str]:
+    return [line for kind, text in shown for line in [f"[{kind}]", *text.splitlines()]]
+
+
+def missing_images(page, committed_cells: list[dict]) -> list[str]:
+    problems = []
+    for index, cell in enumerate(committed_cells):
+        expected = sum(
+            "image/png" in output.get("data", {}) for output in cell.get("outputs", [])
+        )
+        if not expected:
+            continue
+        widths = rendered(page, index)["widths"]
+        shown = sum(width > 0 for width in widths)
+        if shown != expected:
+            problems.append(
+                f"{label(index, cell)}: {expected} image(s) committed, {shown} rendered "
+                f"(natural widths {widths})"
+            )
+    return problems
+
+
+def link_problems(page, path: Path, committed_cells: list[dict]) -> list[str]:
+    """Every playground link of a Markdown output is an anchor that opens a recorded call."""
+    expected, hrefs = 0, []
+    for index, cell in enumerate(committed_cells):
+        markdown = [
+            joined(output["data"]["text/markdown"])
+            for output in cell.get("outputs", [])
+            if "text/markdown" in output.get("data", {})
+        ]
+        if markdown:
+            expected += sum(len(LINK.findall(text)) for text in markdown)
+            hrefs += [href for href in rendered(page, index)["hrefs"]
+                      if href and href.startswith(SHARE_PREFIX)]
+    expected = EXPECTED_LINKS.get(path.stem, expected)
+    problems = []
+    if len(hrefs) != expected:
+        problems.append(f"{len(hrefs)} playground anchors rendered, {expected} expected")
+    recording = read_recording(RECORDING_PATH)
+    for number, href in enumerate(hrefs, 1):
+        try:
+            state, questions, share = decode(href)
+            key = cache_key(share["selectedModels"][0], json.dumps(state), json.dumps(questions))
+        except (ValueError, KeyError, IndexError, TypeError) as error:
+            problems.append(f"playground anchor {number} does not decode: {error!r}")
+            continue
+        if key not in recording:
+            problems.append(
+                f"playground anchor {number} ({state.get('customer', {}).get('id')}, "
+                f"{state.get('ticket', {}).get('id')}) opens a call that is not recorded"
+            )
+    return problems
