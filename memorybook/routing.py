@@ -75,11 +75,16 @@ def _system_one(model: str, state: str, questions: str) -> dict:
     return response.model_dump(mode="json")
 
 
-def ask(state: dict, questions: dict) -> SystemOneResponse:
-    """client.system_one with the model pinned and every call cached."""
+def request_json(state: dict, questions: dict) -> tuple[str, str]:
+    """The exact JSON text of a request's state and questions: what the recording files."""
     questions_json = {
         question_id: question.model_dump(mode="json", exclude_none=True)
         for question_id, question in questions.items()
     }
-    answer = _system_one(TYPESAFE_MODEL, json.dumps(state), json.dumps(questions_json))
+    return json.dumps(state), json.dumps(questions_json)
+
+
+def ask(state: dict, questions: dict) -> SystemOneResponse:
+    """client.system_one with the model pinned and every call cached."""
+    answer = _system_one(TYPESAFE_MODEL, *request_json(state, questions))
     return SystemOneResponse.model_validate(answer)
