@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from lzstring import LZString
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PUBLISHED = REPO_ROOT / "tests" / "published"
+LINK = re.compile(r"\[([^\]]+)\]\((https://console\.typesafe\.ai/playground#share/[^)]+)\)")
+
+
+def decode(link: str) -> tuple[dict, dict, dict]:
+    """A playground link's state, questions and whole share payload."""
+    share = json.loads(LZString.decompressFromEncodedURIComponent(link.split("#share/", 1)[1]))
+    return json.loads(share["documentText"]), json.loads(share["promptsText"]), share
 
 
 def notebook(name: str) -> dict:

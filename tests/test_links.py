@@ -3,19 +3,11 @@
 import json
 import re
 
-from lzstring import LZString
-
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.recording import cache_key, read_recording
-from tests.helpers import markdown_outputs, notebook
+from tests.helpers import LINK, decode, markdown_outputs, notebook
 
-LINK = re.compile(r"\[([^\]]+)\]\((https://console\.typesafe\.ai/playground#share/[^)]+)\)")
 ROW = re.compile(r"^\| (C-\d+) \| ([^|]+?) \| (.*) \| (.*) \|$", re.M)
-
-
-def decode(link: str) -> tuple[dict, dict, dict]:
-    share = json.loads(LZString.decompressFromEncodedURIComponent(link.split("#share/", 1)[1]))
-    return json.loads(share["documentText"]), json.loads(share["promptsText"]), share
 
 
 def memory_ids(state: dict) -> list[str]:
