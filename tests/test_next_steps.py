@@ -215,7 +215,7 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
 
 def test_the_notebook_shows_no_next_step_answer_and_says_so():
     text = stdout_text(notebook("08"))
-    assert text.count("Jev's answers to these requests are not in the recording") == 4
+    assert text.count("Jev's answers to these requests are not in the recording") == 3
     assert "Live:" not in text and "SYNTHETIC" not in text and SYNTHETIC_MODEL not in text
 
 
@@ -236,5 +236,5 @@ def test_a_live_run_of_the_notebook_writes_only_the_next_steps_file(server, tmp_
     recorded = json.loads((tmp_path / "next_steps.json").read_text(encoding="utf-8"))
     assert {entry["model"] for entry in recorded.values()} == {SYNTHETIC_MODEL}
     assert len(recorded) == len(posted(server)) > 0
-    assert text.count("Live: the answers below are Jev's") == 4
+    assert text.count("Live: the answers below are Jev's") == 3
     assert "forgotten: none; kept: T-101, T-105" in text
