@@ -3,6 +3,7 @@
 Edit the notebook's cells tagged `export`, not this file."""
 
 
+import os
 from collections.abc import Callable
 
 from cooksafe import make_playground_link
@@ -10,7 +11,13 @@ from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
 import memorybook.memory
 from memorybook import routing
-from memorybook.config import TYPESAFE_MODEL, recording_path, replay_only_reason, shown_path
+from memorybook.config import (
+    ENDPOINT_ENV,
+    TYPESAFE_MODEL,
+    recording_path,
+    replay_only_reason,
+    shown_path,
+)
 from memorybook.gate import GATE, REMEMBER_AT, as_memory
 from memorybook.memory import MEMORY_KEY, customer_id
 from memorybook.recording import open_recording
@@ -43,8 +50,8 @@ def answers_note() -> str:
     """Whether the next steps' answers can be shown here, and where they would come from."""
     reason = replay_only_reason()
     if reason is None:
-        where = shown_path(NEXT_STEPS_RECORDING)
-        return f"Live: the answers below are Jev's, recorded into {where}."
+        source = os.environ.get(ENDPOINT_ENV) or "the TypeSafe API"
+        return f"Live: answers from {source}, recorded into {shown_path(NEXT_STEPS_RECORDING)}."
     return (f"Jev's answers to these requests are not in the recording, and this kernel asks "
             f"nothing new ({reason}), so none is shown. Open a link to see them in the "
             f"playground, or set TYPESAFE_API_KEY to ask them here.")

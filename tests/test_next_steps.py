@@ -236,5 +236,5 @@ def test_a_live_run_of_the_notebook_writes_only_the_next_steps_file(server, tmp_
     recorded = json.loads((tmp_path / "next_steps.json").read_text(encoding="utf-8"))
     assert {entry["model"] for entry in recorded.values()} == {SYNTHETIC_MODEL}
     assert len(recorded) == len(posted(server)) > 0
-    assert text.count("Live: the answers below are Jev's") == 3
+    assert text.count("Live: answers from http://127.0.0.1:") == 3
     assert "forgotten: none; kept: T-101, T-105" in text
