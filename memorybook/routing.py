@@ -82,15 +82,16 @@ def _system_one(model: str, state: str, questions: str) -> dict:
     return response.model_dump(mode="json")
 
 
-def questions_json(questions: dict) -> str:
-    """The questions as the API receives them: each one's JSON, without the unset fields."""
-    return json.dumps({
+def request_json(state: dict, questions: dict) -> tuple[str, str]:
+    """The exact JSON text of a request's state and questions: what the recording files."""
+    questions_json = {
         question_id: question.model_dump(mode="json", exclude_none=True)
         for question_id, question in questions.items()
-    })
+    }
+    return json.dumps(state), json.dumps(questions_json)
 
 
 def ask(state: dict, questions: dict) -> SystemOneResponse:
     """client.system_one with the model pinned and every call cached."""
-    answer = _system_one(TYPESAFE_MODEL, json.dumps(state), questions_json(questions))
+    answer = _system_one(TYPESAFE_MODEL, *request_json(state, questions))
     return SystemOneResponse.model_validate(answer)

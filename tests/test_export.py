@@ -13,6 +13,7 @@ def test_exported_modules_match_their_notebooks():
 
 
 def test_no_exported_module_is_edited_by_hand():
-    for module in ("routing", "gate", "memory", "probes", "reconciliation"):
+    modules = ("routing", "gate", "memory", "probes", "reconciliation", "next_steps", "memory_cost")
+    for module in modules:
         text = (REPO_ROOT / "memorybook" / f"{module}.py").read_text(encoding="utf-8")
         assert text.startswith('"""Generated from notebooks/')

@@ -48,6 +48,7 @@ def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.Notebo
         kernel_name="python3",
         timeout=KERNEL_TIMEOUT,
         record_timing=False,
+        coalesce_streams=True,  # one stdout output per cell, however the kernel chunked it
         extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on the terminal
         resources={"metadata": {"path": str(path.parent)}},
     )

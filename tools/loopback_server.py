@@ -18,6 +18,7 @@ import json
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
@@ -67,6 +68,7 @@ class LoopbackSystemOne:
         model_override: str | None = None,
         max_requests: int = 1000,
         max_seconds: float = 600.0,
+        answer_with: Callable[[dict], dict] | None = None,
     ) -> None:
         if failure is not None and failure not in FAILURES:
             raise ValueError(f"failure must be one of {FAILURES}, not {failure!r}")
@@ -76,6 +78,9 @@ class LoopbackSystemOne:
         self.latency, self.failure, self.failure_count = latency, failure, failure_count
         self.retry_after_ms, self.model_override = retry_after_ms, model_override
         self.max_requests, self.max_seconds = max_requests, max_seconds
+        # Instead of the recording: a function from a request body to the whole response. Tests use
+        # it for answers that are synthetic by construction and never Jev's.
+        self.answer_with = answer_with
         self.base_url = ""
         self.requests: list[dict] = []
         self._hits = self._misses = 0
@@ -202,6 +207,8 @@ class LoopbackSystemOne:
         ):
             message = "expected an object with state, model and questions"
             return _json(422, {"detail": [{"loc": ["body"], "msg": message, "type": "missing"}]})
+        if self.answer_with is not None:
+            return _json(200, self.answer_with(body))
         key = recording_key(body["model"], body["state"], body["questions"])
         recorded = self.recording.get(key)
         with self._lock:

@@ -1,0 +1,214 @@
+"""Generated from notebooks/08_next_steps.ipynb by `python -m tools.export`.
+
+Edit the notebook's cells tagged `export`, not this file."""
+
+
+import os
+from collections.abc import Callable
+
+from cooksafe import make_playground_link
+from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
+
+import memorybook.memory
+from memorybook import routing
+from memorybook.config import (
+    ENDPOINT_ENV,
+    TYPESAFE_MODEL,
+    recording_path,
+    replay_only_reason,
+    shown_path,
+)
+from memorybook.gate import GATE, REMEMBER_AT, as_memory
+from memorybook.memory import MEMORY_KEY, customer_id
+from memorybook.recording import open_recording
+from memorybook.routing import ROUTE, request_json
+
+# The next steps' answers go to their own file beside the official recording, never into it.
+NEXT_STEPS_RECORDING = recording_path().with_name("next_steps.json")
+_recorded_next_step = open_recording(NEXT_STEPS_RECORDING)(routing._system_one.__wrapped__)
+
+
+def ask_next_step(state: dict, questions: dict) -> SystemOneResponse:
+    """ask(), but recorded into next_steps.json: live with a key, never in the official file."""
+    answer = _recorded_next_step(TYPESAFE_MODEL, *request_json(state, questions))
+    return SystemOneResponse.model_validate(answer)
+
+
+def playground_link(state: dict, questions: dict) -> str:
+    """A link that opens exactly this request in the TypeSafe playground, on the pinned model."""
+    return make_playground_link(state, questions, models=[TYPESAFE_MODEL])
+
+
+def requests_markdown(requests: list[tuple[dict, dict]], labels: list[str]) -> str:
+    """One playground link per request, as a Markdown list."""
+    links = [f"- [{label}]({playground_link(state, questions)})"
+             for label, (state, questions) in zip(labels, requests, strict=True)]
+    return "\n".join(links)
+
+
+def answers_note() -> str:
+    """Whether the next steps' answers can be shown here, and where they would come from."""
+    reason = replay_only_reason()
+    if reason is None:
+        source = os.environ.get(ENDPOINT_ENV) or "the TypeSafe API"
+        return f"Live: answers from {source}, recorded into {shown_path(NEXT_STEPS_RECORDING)}."
+    return (f"Jev's answers to these requests are not in the recording, and this kernel asks "
+            f"nothing new ({reason}), so none is shown. Open a link to see them in the "
+            f"playground, or set TYPESAFE_API_KEY to ask them here.")
+
+
+def ticket_id(memory: dict) -> str:
+    return memory["request"]["ticket"]["id"]
+
+
+RELEVANT = {
+    "relevant": Noul(
+        instructions=(
+            "Would knowing `saved_memory.request.ticket` change how `ticket` should be "
+            "handled? `saved_memory` is an earlier ticket from the same customer."
+        ),
+        criteria=NoulCriteria(
+            true="Yes: the earlier ticket states something about the customer, such as their "
+            "edition, operating system, plan or contract, that bears on this ticket.",
+            false="No: nothing in the earlier ticket bears on how this ticket is handled.",
+        ),
+    ),
+}
+RELEVANT_AT = 0.5  # send a memory when P(relevant) reaches this
+SEND_ALL_UP_TO = 1  # with this many memories or fewer, send them all without asking
+
+
+def relevance_requests(state: dict, memories: list[dict]) -> list[tuple[dict, dict]]:
+    """One request per saved memory: this ticket, that memory, the relevance question."""
+    if len(memories) <= SEND_ALL_UP_TO:
+        return []
+    return [({"ticket": state["ticket"], "saved_memory": memory}, RELEVANT) for memory in memories]
+
+
+def relevant_memories(state: dict, memories: list[dict],
+                      ask: Callable = ask_next_step) -> list[dict]:
+    """The memories Jev judges relevant to this ticket; all of them when there are few."""
+    requests = relevance_requests(state, memories)
+    if not requests:
+        return memories
+    return [memory for memory, request in zip(memories, requests, strict=True)
+            if ask(*request).answers["relevant"].noul >= RELEVANT_AT]
+
+
+def ask_with_relevant_memory(state: dict, questions: dict,
+                             ask: Callable = ask_next_step) -> SystemOneResponse:
+    """ask_with_memory(), sending only the saved memories relevant to this ticket."""
+    memories = memorybook.memory.MEMORIES
+    saved = relevant_memories(state, memories.recall(customer_id(state)), ask)
+    response = ask({**state, MEMORY_KEY: saved} if saved else state, questions)
+    memory = as_memory(state, questions, response)
+    if ask(memory, GATE).answers["remember"].noul >= REMEMBER_AT:
+        memories.save(customer_id(state), memory)
+    return response
+
+
+SUPERSEDES = {
+    "supersedes": Noul(
+        instructions=(
+            "Does `new_memory.request.ticket` replace a fact about the customer that "
+            "`old_memory.request.ticket` states, so that the old fact is no longer true?"
+        ),
+        criteria=NoulCriteria(
+            true="Yes: the new ticket changes something the old one stated, such as a new "
+            "edition, operating system, plan or contract in place of the old one.",
+            false="No: the old ticket's facts still hold; the new ticket adds to them or is "
+            "about something else.",
+        ),
+    ),
+}
+SUPERSEDED_AT = 0.5  # forget the old memory when P(superseded) reaches this
+
+
+def supersede_requests(new: dict, saved: list[dict]) -> list[tuple[dict, dict]]:
+    """One request per saved memory: does the new memory replace it?"""
+    return [({"new_memory": new, "old_memory": old}, SUPERSEDES) for old in saved]
+
+
+def save_replacing(store, customer: str, memory: dict,
+                   ask: Callable = ask_next_step) -> list[dict]:
+    """Save a memory and forget the saved ones it supersedes; return what was forgotten.
+
+    `store` needs `forget(customer_id, ticket_id)`, as the stores in memorybook/store.py have.
+    """
+    saved = store.recall(customer)
+    forgotten = []
+    for old, request in zip(saved, supersede_requests(memory, saved), strict=True):
+        if ask(*request).answers["supersedes"].noul >= SUPERSEDED_AT:
+            forgotten += store.forget(customer, ticket_id(old))
+    store.save(customer, memory)
+    return forgotten
+
+
+def routing_reply(response: SystemOneResponse) -> str:
+    """What the example app tells the customer once a ticket is routed."""
+    team = ROUTE["team"].criteria[response.answers["team"].choice].split(":")[0]
+    return f"Thanks for your message. It is now with our {team}, who will reply here."
+
+
+def with_reply(state: dict, reply: str) -> dict:
+    """The state with the app's reply added to the ticket thread as a support message."""
+    ticket = state["ticket"]
+    thread = [*ticket["messages"], {"from": "support", "text": reply}]
+    return {**state, "ticket": {**ticket, "messages": thread}}
+
+
+def gate_request_with_reply(state: dict, questions: dict, response: SystemOneResponse,
+                            reply: Callable = routing_reply) -> tuple[dict, dict]:
+    """The gate's request when the thread holds the app's reply: the memory it would save."""
+    return as_memory(with_reply(state, reply(response)), questions, response), GATE
+
+
+def ask_remembering_replies(state: dict, questions: dict, reply: Callable = routing_reply,
+                            ask: Callable = ask_next_step) -> SystemOneResponse:
+    """ask_with_memory(), where the gate judges the thread with the app's reply in it."""
+    memories = memorybook.memory.MEMORIES
+    saved = memories.recall(customer_id(state))
+    response = ask({**state, MEMORY_KEY: saved} if saved else state, questions)
+    memory, gate = gate_request_with_reply(state, questions, response, reply)
+    if ask(memory, gate).answers["remember"].noul >= REMEMBER_AT:
+        memories.save(customer_id(state), memory)
+    return response
+
+
+MISLEADING_COST = 2.0  # assumed: a memory that should not be there misroutes every later ticket
+MISSING_COST = 1.0  # a memory that is missing leaves plain Jev's answer
+
+
+def errors(threshold: float, pairs: list[tuple[float, bool]]) -> tuple[int, int]:
+    """(misleading, missing): kept though not worth keeping, and worth keeping but not kept."""
+    misleading = sum(p >= threshold and not keep for p, keep in pairs)
+    missing = sum(p < threshold and keep for p, keep in pairs)
+    return misleading, missing
+
+
+def pick_threshold(pairs: list[tuple[float, bool]], misleading_cost: float = MISLEADING_COST,
+                   missing_cost: float = MISSING_COST) -> float:
+    """The threshold with the lowest cost on labelled (probability, worth keeping) pairs.
+
+    Candidates are 0, 1 and the midpoints between neighbouring probabilities; of equally
+    cheap ones, the closest to REMEMBER_AT wins, so the threshold moves only when the data says so.
+    """
+    ps = sorted({p for p, _ in pairs})
+    midpoints = (round((a + b) / 2, 4) for a, b in zip(ps, ps[1:], strict=False))
+    candidates = sorted({0.0, 1.0, *midpoints})
+
+    def cost(t: float) -> float:
+        misleading, missing = errors(t, pairs)
+        return misleading * misleading_cost + missing * missing_cost
+
+    return min(candidates, key=lambda t: (cost(t), abs(t - REMEMBER_AT), t))
+
+
+def held_out_check(pairs: list[tuple[float, bool]], **costs: float) -> list[dict]:
+    """Leave one out: pick a threshold on the other pairs, then judge the one left out with it."""
+    rows = []
+    for i, (p, keep) in enumerate(pairs):
+        threshold = pick_threshold(pairs[:i] + pairs[i + 1:], **costs)
+        right = (p >= threshold) == keep
+        rows.append({"p": p, "keep": keep, "threshold": threshold, "right": right})
+    return rows

@@ -1,0 +1,71 @@
+"""Notebook 9's estimate: real request sizes, one token rule fitted to the published total."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.recording import cache_key, read_recording
+
+
+@pytest.fixture(scope="module")
+def cost():
+    import memorybook.memory
+    from memorybook import memory_cost
+    from memorybook.gate import GATE, as_memory
+    from memorybook.memory import InMemoryMemories, remember_earlier_tickets, with_memories
+    from memorybook.routing import ROUTE, ask, later_state
+
+    kept = memorybook.memory.MEMORIES
+    try:
+        memorybook.memory.MEMORIES = InMemoryMemories()
+        remember_earlier_tickets()
+        examples = [*memorybook.memory.MEMORIES.recall("C-1042"),
+                    *memorybook.memory.MEMORIES.recall("C-2210")]
+        slow = later_state("C-1042", 0)
+        gate = (as_memory(slow, ROUTE, ask(with_memories(slow), ROUTE)), GATE)
+        requests = memory_cost.collection_requests()
+    finally:
+        memorybook.memory.MEMORIES = kept
+    return memory_cost, examples, slow, gate, requests
+
+
+def test_the_rule_is_fitted_on_exactly_the_recorded_requests_and_the_published_total(cost):
+    memory_cost, _, _, _, requests = cost
+    published = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["published_totals"]
+    assert memory_cost.PUBLISHED_INPUT_TOKENS == published["input_tokens"] == 21_456
+    keys = [cache_key(TYPESAFE_MODEL, state, questions) for state, questions in requests]
+    assert len(keys) == 31 and set(keys) == set(read_recording(RECORDING_PATH))
+    total = sum(len(s.encode()) + len(q.encode()) for s, q in requests)
+    assert memory_cost.fit_tokens_per_byte(requests) * total == pytest.approx(21_456)
+
+
+def test_each_memory_adds_its_own_json_to_the_routing_request_only(cost):
+    memory_cost, examples, slow, gate, _ = cost
+    memories = memory_cost.shaped_like(examples, 4, "C-1042")
+    assert [m["request"]["ticket"]["id"] for m in memories] == ["T-301", "T-302", "T-303", "T-304"]
+    assert {m["request"]["customer"]["id"] for m in memories} == {"C-1042"}
+    grown = memory_cost.wrapped_call_bytes(slow, memories, gate)
+    smaller = memory_cost.wrapped_call_bytes(slow, memories[:3], gate)
+    assert grown - smaller == len(json.dumps(memories[3]).encode()) + len(", ")
+
+
+def test_selecting_counts_one_relevance_request_per_memory_and_pays_where_it_says(cost):
+    memory_cost, examples, slow, gate, _ = cost
+    from memorybook.next_steps import relevance_requests
+
+    one = memory_cost.shaped_like(examples, 1, "C-1042")
+    assert memory_cost.selecting_call_bytes(slow, one, gate) == \
+        (0, memory_cost.wrapped_call_bytes(slow, one, gate))
+    ten = memory_cost.shaped_like(examples, 10, "C-1042")
+    relevance, selected = memory_cost.selecting_call_bytes(slow, ten, gate)
+    asked = relevance_requests(slow, ten)
+    assert len(asked) == 10
+    assert relevance == sum(memory_cost.request_bytes(*request) for request in asked)
+    assert selected == memory_cost.wrapped_call_bytes(slow, ten[:2], gate)
+    everything = memory_cost.wrapped_call_bytes(slow, ten, gate)
+    calls = memory_cost.calls_to_pay(slow, ten, gate)
+    assert relevance + calls * selected < calls * everything
+    assert relevance + (calls - 1) * selected >= (calls - 1) * everything

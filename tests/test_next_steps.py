@@ -1,0 +1,240 @@
+"""Notebook 8's next steps: their logic, live against a loopback server, and their links.
+
+The loopback server here gives SYNTHETIC answers by one fixed rule, so that a test decides what
+"Jev" says; they are never Jev's, never recorded anywhere but a scratch folder, and never reach a
+notebook:
+
+- a Noul question answers P(yes) = 0.99 when the request's state JSON holds the text
+  `SYNTHETIC-YES:<question id>`, and 0.01 otherwise;
+- a Choice question picks its first option, with probability 1.0;
+- the model is `loopback-synthetic`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
+from tests.helpers import LINK, REPO_ROOT, decode, markdown_outputs, notebook, stdout_text
+from tools.loopback_server import LoopbackSystemOne
+
+SYNTHETIC_MODEL = "loopback-synthetic"
+COMMITTED = RECORDING_PATH.read_bytes()
+
+
+def synthetic_answer(body: dict) -> dict:
+    """The rule in the module docstring: obviously synthetic, decided by markers in the state."""
+    state = json.dumps(body["state"])
+    answers = {}
+    for question_id, question in body["questions"].items():
+        if question["type"] == "choice":
+            options = list(question["criteria"])
+            probabilities = {option: 1.0 if i == 0 else 0.0 for i, option in enumerate(options)}
+            answers[question_id] = {"type": "choice", "choice": options[0], "confidence": 1.0,
+                                    "probabilities": probabilities}
+        else:
+            yes = f"SYNTHETIC-YES:{question_id}" in state
+            answers[question_id] = {"type": "noul", "noul": 0.99 if yes else 0.01}
+    return {"model": SYNTHETIC_MODEL, "usage": {}, "answers": answers}
+
+
+@pytest.fixture
+def server():
+    with LoopbackSystemOne({}, answer_with=synthetic_answer) as running:
+        yield running
+
+
+def live_env(base_url: str, recording: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
+    return {**env, "TYPESAFE_API_KEY": "dummy", "TYPESAFE_ENDPOINT": base_url,
+            "MEMORYBOOK_LIVE_IN_CI": "1", "MEMORYBOOK_RECORDING": str(recording)}
+
+
+PRELUDE = """
+import json
+import memorybook.memory
+from memorybook.memory import InMemoryMemories
+from memorybook.routing import EARLIER, ROUTE, later_state
+from memorybook.next_steps import *
+
+def memory_like(index, ticket, text):
+    m = json.loads(json.dumps(EARLIER[index]))
+    m["ticket"]["id"] = ticket
+    m["ticket"]["messages"][0]["text"] = text
+    return {"request": m, "jev_answered": {"Which support team?": "a team"}}
+"""
+
+
+def run_live(server: LoopbackSystemOne, tmp_path: Path, code: str) -> dict:
+    """Run code in a live process against the server; the official recording is a scratch copy."""
+    recordings = tmp_path / "recordings"
+    recordings.mkdir()
+    official = recordings / "json_cache.json"
+    shutil.copyfile(RECORDING_PATH, official)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(PRELUDE) + textwrap.dedent(code)],
+        cwd=REPO_ROOT, env=live_env(server.base_url, official), capture_output=True, text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert official.read_bytes() == COMMITTED, "the official recording was written"
+    assert RECORDING_PATH.read_bytes() == COMMITTED
+    written = sorted(p.name for p in recordings.iterdir() if not p.name.endswith(".lock"))
+    assert written == ["json_cache.json", "next_steps.json"], written
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def posted(server: LoopbackSystemOne) -> list[dict]:
+    return [r["body"] for r in server.requests if r["path"] == "/v1/systemone"]
+
+
+def memory_ids(state: dict) -> list[str]:
+    memories = state.get("earlier_tickets_from_this_customer", [])
+    return [m["request"]["ticket"]["id"] for m in memories]
+
+
+def test_selecting_sends_only_the_memories_judged_relevant(server, tmp_path):
+    out = run_live(server, tmp_path, """
+        memorybook.memory.MEMORIES = InMemoryMemories()
+        for ticket, text in [("T-1", "SYNTHETIC-YES:relevant"), ("T-2", "nothing"),
+                             ("T-3", "again SYNTHETIC-YES:relevant")]:
+            memorybook.memory.MEMORIES.save("C-1042", memory_like(0, ticket, text))
+        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE)
+        print(json.dumps({"recorded": len(json.loads(NEXT_STEPS_RECORDING.read_text()))}))
+    """)
+    bodies = posted(server)
+    relevance = [b for b in bodies if list(b["questions"]) == ["relevant"]]
+    routing, = [b for b in bodies if list(b["questions"]) == ["team"]]
+    assert [b["state"]["saved_memory"]["request"]["ticket"]["id"] for b in relevance] == \
+        ["T-1", "T-2", "T-3"]
+    assert memory_ids(routing["state"]) == ["T-1", "T-3"]
+    assert out["recorded"] == len(bodies) == 5  # 3 relevance, routing, gate
+
+
+def test_with_few_memories_all_are_sent_without_asking(server, tmp_path):
+    run_live(server, tmp_path, """
+        memorybook.memory.MEMORIES = InMemoryMemories()
+        memorybook.memory.MEMORIES.save("C-1042", memory_like(0, "T-1", "not marked"))
+        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE)
+        print("{}")
+    """)
+    bodies = posted(server)
+    assert [list(b["questions"]) for b in bodies] == [["team"], ["remember"]]
+    assert memory_ids(bodies[0]["state"]) == ["T-1"]
+
+
+def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path):
+    out = run_live(server, tmp_path, f"""
+        from memorybook.store import open_store
+        with open_store("sqlite:///{tmp_path / 'store' / 'm.db'}") as store:
+            store.save("C-1042", memory_like(0, "T-1", "old fact SYNTHETIC-YES:supersedes"))
+            store.save("C-1042", memory_like(0, "T-2", "a fact that still holds"))
+            forgotten = save_replacing(store, "C-1042", memory_like(4, "T-3", "the new fact"))
+            print(json.dumps({{"forgotten": [ticket_id(m) for m in forgotten],
+                               "kept": [ticket_id(m) for m in store.recall("C-1042")]}}))
+    """)
+    assert out == {"forgotten": ["T-1"], "kept": ["T-2", "T-3"]}
+    assert [b["state"]["old_memory"]["request"]["ticket"]["id"] for b in posted(server)] == \
+        ["T-1", "T-2"]
+
+
+def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path):
+    out = run_live(server, tmp_path, """
+        memorybook.memory.MEMORIES = InMemoryMemories()
+        def reply(response):
+            return f"Routed to {response.answers['team'].choice} SYNTHETIC-YES:remember"
+
+        ask_remembering_replies(later_state("C-1042", 0), ROUTE, reply=reply)
+        saved = memorybook.memory.MEMORIES.recall("C-1042")
+        print(json.dumps({"saved": [m["request"]["ticket"]["messages"] for m in saved]}))
+    """)
+    routing, gate = posted(server)
+    assert list(routing["questions"]) == ["team"] and list(gate["questions"]) == ["remember"]
+    reply = {"from": "support", "text": "Routed to cloud_ops SYNTHETIC-YES:remember"}
+    assert gate["state"]["request"]["ticket"]["messages"][-1] == reply
+    assert routing["state"]["ticket"]["messages"][-1]["from"] == "customer"  # reply after routing
+    assert out["saved"] == [gate["state"]["request"]["ticket"]["messages"]]
+
+
+def test_the_threshold_follows_the_stated_costs_and_is_checked_on_held_out_pairs():
+    from memorybook.next_steps import errors, held_out_check, pick_threshold
+
+    pairs = [(0.2, False), (0.4, True), (0.6, False), (0.8, True)]
+    # Candidates 0, 0.3, 0.5, 0.7, 1. At 0.3 one misleading memory (0.6); at 0.7 one missing (0.4).
+    assert pick_threshold(pairs, misleading_cost=3.0, missing_cost=1.0) == 0.7
+    assert pick_threshold(pairs, misleading_cost=1.0, missing_cost=3.0) == 0.3
+    assert errors(0.7, pairs) == (0, 1) and errors(0.3, pairs) == (1, 0)
+    overlapping = [(0.1, False), (0.3, False), (0.8, True), (0.9, True), (0.85, False)]
+    rows = held_out_check(overlapping)  # misleading costs 2, missing 1
+    # 0.85 (not worth keeping) sits among those worth keeping, so each of the three is misjudged
+    # when left out: without 0.8 the pick is 0.875 (above 0.85), which misses 0.8; without 0.9 it
+    # is 1.0, which misses 0.9; without 0.85 it is 0.55, which keeps 0.85.
+    assert [row["right"] for row in rows] == [True, True, False, False, False]
+    assert [row["threshold"] for row in rows[2:]] == [0.875, 1.0, 0.55]
+
+
+def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
+    import memorybook.memory
+    from memorybook.memory import InMemoryMemories, ask_with_memory, remember_earlier_tickets
+    from memorybook.next_steps import (
+        gate_request_with_reply,
+        relevance_requests,
+        supersede_requests,
+    )
+    from memorybook.routing import DATA, EARLIER, ROUTE, later_state, request_json
+
+    kept = memorybook.memory.MEMORIES
+    try:
+        memorybook.memory.MEMORIES = InMemoryMemories()
+        remember_earlier_tickets()
+        c1042 = memorybook.memory.MEMORIES.recall("C-1042")
+        expected = [r for i in range(len(DATA["later_messages"]))
+                    for r in relevance_requests(later_state("C-1042", i), c1042)]
+        expected += supersede_requests(c1042[1], c1042[:1])
+        memorybook.memory.MEMORIES = InMemoryMemories()
+        expected += [gate_request_with_reply(s, ROUTE, ask_with_memory(s, ROUTE)) for s in EARLIER]
+    finally:
+        memorybook.memory.MEMORIES = kept
+    links = [url for text in markdown_outputs(notebook("08")) for _, url in LINK.findall(text)]
+    assert len(links) == len(expected) == 12
+    for url, request in zip(links, expected, strict=True):
+        state, questions, share = decode(url)
+        state_json, questions_json = request_json(*request)
+        assert (state, questions) == (json.loads(state_json), json.loads(questions_json))
+        assert json.dumps(state) == state_json and json.dumps(questions) == questions_json
+        assert share["selectedModels"] == [TYPESAFE_MODEL] and share["apiVersion"] == "v1"
+
+
+def test_the_notebook_shows_no_next_step_answer_and_says_so():
+    text = stdout_text(notebook("08"))
+    assert text.count("Jev's answers to these requests are not in the recording") == 3
+    assert "Live:" not in text and "SYNTHETIC" not in text and SYNTHETIC_MODEL not in text
+
+
+def test_a_live_run_of_the_notebook_writes_only_the_next_steps_file(server, tmp_path,
+                                                                    monkeypatch):
+    from tools.execute import execute
+
+    official = tmp_path / "json_cache.json"
+    shutil.copyfile(RECORDING_PATH, official)
+    for name, value in live_env(server.base_url, official).items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "08_next_steps.ipynb"
+    shutil.copyfile(REPO_ROOT / "notebooks" / "08_next_steps.ipynb", path)
+    run = execute(path)
+    text = "".join("".join(o.get("text", "")) for c in run.cells for o in c.get("outputs", []))
+    assert official.read_bytes() == COMMITTED and RECORDING_PATH.read_bytes() == COMMITTED
+    assert not (RECORDING_PATH.parent / "next_steps.json").exists()
+    recorded = json.loads((tmp_path / "next_steps.json").read_text(encoding="utf-8"))
+    assert {entry["model"] for entry in recorded.values()} == {SYNTHETIC_MODEL}
+    assert len(recorded) == len(posted(server)) > 0
+    assert text.count("Live: answers from http://127.0.0.1:") == 3
+    assert "forgotten: none; kept: T-101, T-105" in text
