@@ -12,10 +12,10 @@ from typesafe_sdk import TypeSafeClient
 from memorybook.config import (
     API_KEY_ENV,
     ENDPOINT_ENV,
-    TIMEOUT_ENV,
     recording_path,
     replay_only_reason,
     shown_path,
+    timeout_seconds,
 )
 from memorybook.live import explain_api_failures_in_notebooks
 from memorybook.recording import RecordingError
@@ -75,7 +75,7 @@ def make_client() -> TypeSafeClient:
         return TypeSafeClient(
             api_key=os.environ[API_KEY_ENV],
             base_url=os.environ.get(ENDPOINT_ENV) or None,
-            timeout=float(os.environ.get(TIMEOUT_ENV) or 120),
+            timeout=timeout_seconds(),
         )
     return TypeSafeClient(
         api_key="cache-only",
