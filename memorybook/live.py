@@ -28,7 +28,7 @@ _SHORTEST_SECRET = 8  # shorter keys are replaced as whole words only
 # "Authorization: Bearer x", "authorization": "Bearer x", 'Authorization': 'x', authorization=x
 _AUTHORIZATION_VALUE = re.compile(
     r"""(?ix)(authorization \\?["']? \s* [:=] \s* \\?["']? \s*)   # the name and separator
-    (?!\[redacted\])[^"'\\\r\n,;}]+""",
+    (?!\[redacted\])[^\s"'\\,;}][^"'\\\r\n,;}]*    # the value, unless already redacted""",
 )
 _BEARER_TOKEN = re.compile(r"(?i)\b(bearer\s+)(?!\[redacted\])[^\s\"',;}\\]+")
 
