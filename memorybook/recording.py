@@ -160,10 +160,20 @@ def _load_entries(path: Path) -> dict:
         problem = entry_shape_problem(entry)
         if problem is not None:
             raise RecordingError(
-                f"The recording {shown_path(path)} has a damaged entry {_short(key)}: {problem}. "
-                f"It was left as it is. Remove that entry and record it again{restore_hint(path)}."
+                f"The recording {shown_path(path)} has a damaged entry {_short(key)}"
+                f"{_known_call(key)}: {problem}. It was left as it is. Remove that entry and "
+                f"record it again{restore_hint(path)}."
             )
     return entries
+
+
+def _known_call(key: str) -> str:
+    """' (the call "route T-201 ...")' when json_cache/provenance.json describes this key."""
+    try:
+        call = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"][key]["call"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return f" (the call {call!r} in json_cache/provenance.json)"
 
 
 def _short(text: str, limit: int = 80) -> str:
