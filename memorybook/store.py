@@ -17,6 +17,7 @@ in the order saved) with one that survives restarts and is shared by processes::
         store.save("C-1042", memory)      # append; returns memories evicted by the cap
         store.recall("C-1042")            # that customer's memories, oldest first
         store.forget("C-1042", "T-101")   # delete them for good; returns what was deleted
+        store.forget_customer("C-1042")   # erase every memory of the customer; returns them
 
 Where memories live
     ``open_store(url)`` picks the backend. With no ``url`` it reads
@@ -51,13 +52,20 @@ Encryption at rest
 Bounded growth
     Each customer keeps at most ``MAX_MEMORIES_PER_CUSTOMER`` (50) memories.
     Saving one more evicts the oldest, and ``save()`` returns the evicted
-    memories (oldest first) so the caller can report them. The store classes take
-    ``max_memories=`` to change the cap; a lower cap takes effect for a customer at
-    their next save.
+    memories (oldest first) so the caller can report them. ``open_store()`` and
+    the store classes take ``max_memories=`` to change the cap; a lower cap takes
+    effect for a customer at their next save. One memory holds at most
+    ``MAX_MEMORY_BYTES`` (1,000,000) bytes of JSON.
 
 Forgetting
     ``forget(customer_id, ticket_id)`` deletes every memory of that ticket for that
-    customer in one transaction. SQLite runs with ``secure_delete`` and truncates
+    customer in one transaction; ``forget_customer(customer_id)`` deletes all of
+    that customer's memories in one transaction (the right to erasure). Both
+    return the deleted memories they could read, oldest first ([] if there were
+    none). A memory that fails its integrity check is deleted all the same, is
+    not in the returned list, and is counted in a line appended to
+    ``store.notices``; the same holds for an unreadable memory evicted by
+    ``save()``. SQLite runs with ``secure_delete`` and truncates
     its write-ahead log afterwards, so the deleted ciphertext is overwritten on
     disk. PostgreSQL keeps dead row versions until (auto)vacuum reuses the space,
     and backups keep what they hold; those copies are still encrypted.
@@ -72,7 +80,12 @@ Concurrency
 Damaged input
     A file that is not a memorybook SQLite database, or that is damaged, raises
     ``MemoryStoreError`` naming the file; the file is never overwritten or
-    truncated. A memory that is not JSON-serialisable raises ``ValueError``.
+    truncated. A memory that fails its integrity check makes ``recall()`` raise
+    ``MemoryStoreError`` naming its position among the customer's memories and
+    how to remove it (``forget`` or ``forget_customer``, which always work). A
+    full or read-only disk is reported as such; the file is then not at fault.
+    A memory that is not JSON-serialisable, too large or nested too deeply
+    raises ``ValueError``. Ids are cut short in error messages.
     What ``recall()`` returns serialises to exactly the JSON text of what was
     saved (same key order), because the memories are sent on to the API and cache
     keys depend on that text.
@@ -641,7 +654,8 @@ class SQLiteMemoryStore(_EncryptedStore):
             return MemoryStoreError(
                 f"Could not write to the memory database {self.path} ({message}): the disk is "
                 "full, read-only, or the folder's permissions forbid it. The file itself is "
-                "fine: free space or fix the permissions, then try again; keep the file where it is."
+                "fine: free space or fix the permissions, then try again; keep the file where "
+                "it is."
             )
         return MemoryStoreError(
             f"Could not use the memory database {self.path} ({message}). If the file is damaged, "
