@@ -301,7 +301,14 @@ class CheckedJsonCache(JsonCache):
         self.usage_log = usage_log
 
     def __call__(self, fn: Callable) -> Callable:
-        cached = super().__call__(fn)
+        @functools.wraps(fn)
+        def live_checked(*args, **kwargs):
+            entry = fn(*args, **kwargs)  # a live answer: checked before cooksafe records it
+            if fn.__name__ == "_system_one" and len(args) == 3 and not kwargs:
+                check_answer(entry, *args, path=self.path)
+            return entry
+
+        cached = super().__call__(live_checked)
 
         @functools.wraps(fn)
         def checked(*args, **kwargs):

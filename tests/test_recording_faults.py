@@ -286,3 +286,18 @@ def test_a_bad_timeout_stops_a_live_notebook_at_import_with_a_clear_error():
                         MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="abc")
     assert result.returncode != 0
     assert "ConfigError: MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive number" in result.stderr
+
+
+def test_a_live_answer_that_fails_the_checks_is_not_recorded(tmp_path):
+    path = tmp_path / "json_cache.json"
+    cache = open_recording(path)
+    wrong = copy.deepcopy(GOOD["gate"])
+    wrong["answers"]["remember"]["noul"] = 1.5
+
+    @cache
+    def _system_one(model: str, state: str, questions: str) -> dict:
+        return wrong
+
+    with pytest.raises(RecordingError, match="answers.remember.noul"):
+        _system_one("jev-1.14.0", json.dumps(STATE), json.dumps(GATE))
+    assert not path.exists()
