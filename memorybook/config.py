@@ -6,6 +6,7 @@ Every other module takes its paths, constants and environment variable names fro
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -29,9 +30,49 @@ USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries eac
 TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
 
 
-def load_data() -> dict:
+class ConfigError(ValueError):
+    """A setting or data file this project reads is unusable; the message names it and why."""
+
+
+def load_data(path: Path | None = None) -> dict:
     """The customers, tickets and hand labels, exactly as the official cookbook defines them."""
-    return json.loads(DATA_PATH.read_text(encoding="utf-8"))
+    path = DATA_PATH if path is None else path
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{shown_path(path)} is not valid JSON: {error.msg} at line {error.lineno}, column "
+            f"{error.colno} (character {error.pos}). Fix it there{restore_hint(path)}."
+        ) from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{shown_path(path)} is not UTF-8 text (byte {error.start}); fix it"
+            f"{restore_hint(path)}."
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{shown_path(path)} holds a JSON {type(data).__name__}, not an object; fix it"
+            f"{restore_hint(path)}."
+        )
+    return data
+
+
+def timeout_seconds() -> float:
+    """Seconds per HTTP operation in live mode: $MEMORYBOOK_TIMEOUT_SECONDS, else 120."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value <= 0:
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise ConfigError(
+            f"{TIMEOUT_ENV}={shown!r} is not a positive number of seconds; set it to e.g. 120, "
+            "or unset it for the default of 120."
+        )
+    return value
 
 
 def recording_path() -> Path:
@@ -55,7 +96,13 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
+def in_repository(path: Path) -> bool:
+    """Whether git could restore this path: it lies inside this repository."""
+    return path.resolve().is_relative_to(REPO_ROOT)
 
-def timeout_seconds() -> float:
-    """The live client's time-out per HTTP operation: DEFAULT_TIMEOUT_SECONDS or TIMEOUT_ENV."""
-    return float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_SECONDS)
+
+def restore_hint(path: Path) -> str:
+    """', or restore it with `git checkout -- PATH`' for a file of this repository, else ''."""
+    if not in_repository(path):
+        return ""
+    return f", or restore it with `git checkout -- {shown_path(path)}`"

@@ -1,8 +1,14 @@
-"""Live calls that fail: one sentence a notebook reader can act on, instead of a traceback."""
+"""Live calls that fail: one sentence a notebook reader can act on, instead of a traceback.
+
+Also the one place secrets are taken out of text: `redact` replaces the API key and any
+`Authorization` value in every message the project shows, writes or raises.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 
 from typesafe_sdk import (
     TypeSafeAPIConnectionError,
@@ -16,6 +22,33 @@ from typesafe_sdk import (
 )
 
 from memorybook.config import API_KEY_ENV, ENDPOINT_ENV, TIMEOUT_ENV
+
+REDACTED = "[redacted]"
+_SHORTEST_SECRET = 8  # shorter keys are replaced as whole words only
+# "Authorization: Bearer x", "authorization": "Bearer x", 'Authorization': 'x', authorization=x
+_AUTHORIZATION_VALUE = re.compile(
+    r"""(?ix)(authorization \\?["']? \s* [:=] \s* \\?["']? \s*)   # the name and separator
+    (?!\[redacted\])[^\s"'\\,;}][^"'\\\r\n,;}]*    # the value, unless already redacted""",
+)
+_BEARER_TOKEN = re.compile(r"(?i)\b(bearer\s+)(?!\[redacted\])[^\s\"',;}\\]+")
+
+
+def redact(text: object, *secrets: str) -> str:
+    """`text` as a string with the API key, any `Authorization` value and `secrets` replaced.
+
+    Every message that leaves the process goes through here: notebook outputs, `make record`
+    reports, and the errors this project raises. The key is taken from $TYPESAFE_API_KEY.
+    """
+    text = str(text)
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    for secret in (key, *secrets):
+        for form in {secret, json.dumps(secret)[1:-1], repr(secret)[1:-1]} if secret else ():
+            if len(form) >= _SHORTEST_SECRET:
+                text = text.replace(form, REDACTED)
+            else:  # a short test key such as "k": whole words only, not every letter k
+                text = re.sub(rf"(?<![\w-]){re.escape(form)}(?![\w-])", REDACTED, text)
+    text = _AUTHORIZATION_VALUE.sub(lambda match: match.group(1) + REDACTED, text)
+    return _BEARER_TOKEN.sub(lambda match: match.group(1) + REDACTED, text)
 
 
 def describe_api_failure(error: TypeSafeError) -> str:
@@ -41,20 +74,5 @@ def describe_api_failure(error: TypeSafeError) -> str:
         what = f"the API refused the request (HTTP {status}): {error}"
     else:
         what = str(error)
-    return f"Live call failed: {what}. Nothing was recorded for this call."
+    return redact(f"Live call failed: {what}. Nothing was recorded for this call.")
 
-
-def explain_api_failures_in_notebooks() -> None:
-    """In a notebook, show a failed live call as one clear line instead of an SDK traceback."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None:
-        return
-
-    def show(shell, exc_type, error, traceback, tb_offset=None):
-        print(describe_api_failure(error))
-
-    shell.set_custom_exc((TypeSafeError,), show)

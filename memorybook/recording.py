@@ -7,10 +7,15 @@ lock, through a temporary file, so that no answer once recorded is lost.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
+import math
 import os
+import stat
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,27 +28,23 @@ from memorybook.config import (
     USD_PER_BILLION_INPUT_TOKENS,
     recording_path,
     replay_only_reason,
+    restore_hint,
     shown_path,
 )
+from memorybook.live import redact
 
 
 class RecordingError(RuntimeError):
     """The recording cannot be used as it is; the message says which file and what to do."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
-class _UsageLoggingEntries(dict):
-    """The cache's entries, noting each key looked up so the tests can find unused entries."""
-
-    def __init__(self, entries: dict, log_path: Path | None) -> None:
-        super().__init__(entries)
-        self.log_path = log_path
-
-    def __contains__(self, key: object) -> bool:
-        if self.log_path is not None:
-            with self.log_path.open("a", encoding="utf-8") as log:
-                log.write(f"{key}\n")
-        return super().__contains__(key)
+# One writer at a time in this process (the file lock covers other processes); `stop_writing`
+# takes it, so that a run being stopped never leaves a write half done.
+_WRITE_LOCK = threading.Lock()
+_STOPPED: set[Path] = set()
 
 
 class _RecordingFile(type(Path())):
@@ -58,19 +59,68 @@ class _RecordingFile(type(Path())):
 
     def write_text(self, data, encoding=None, errors=None, newline=None):
         ours = json.loads(data)
+        with _WRITE_LOCK:
+            if self.resolve() in _STOPPED:
+                raise RecordingError(
+                    f"Not written to {shown_path(self)}: the recording run was stopped."
+                )
+            try:
+                return self._write_merged(ours)
+            except OSError as error:
+                raise RecordingError(
+                    f"Could not write the recording {shown_path(self)}: "
+                    f"{error.strerror or error} ({type(error).__name__}). It holds every answer "
+                    "written before this one; free space or fix the folder's permissions, then "
+                    "run again to resume."
+                ) from None
+
+    def _write_merged(self, ours: dict) -> int:
         self.parent.mkdir(parents=True, exist_ok=True)
         with _locked(self):
             on_disk = read_recording(self)
             merged = {**ours, **on_disk}
             text = json.dumps({key: merged[key] for key in sorted(merged)}, indent=2)
-            with tempfile.NamedTemporaryFile(
-                "w", encoding="utf-8", dir=self.parent, prefix=f".{self.name}.", delete=False
-            ) as temporary:
-                temporary.write(text)
-                temporary.flush()
-                os.fsync(temporary.fileno())
-            os.replace(temporary.name, self)
+            mode = _mode_for(self)
+            temporary = None
+            try:
+                with tempfile.NamedTemporaryFile(
+                    "w", encoding="utf-8", dir=self.parent, prefix=f".{self.name}.", delete=False
+                ) as temporary:
+                    os.fchmod(temporary.fileno(), mode)
+                    temporary.write(text)
+                    temporary.flush()
+                    os.fsync(temporary.fileno())
+                os.replace(temporary.name, self)
+            except BaseException:
+                if temporary is not None:
+                    Path(temporary.name).unlink(missing_ok=True)
+                raise
         return len(text)
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits the recording keeps: its own, or the umask's default for a new file."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def stop_writing(path: Path, timeout: float = 10.0) -> bool:
+    """Refuse every later write to this recording in this process; False if a write is stuck.
+
+    Waits (up to `timeout` seconds) for a write in progress to finish, so that what is on disk
+    afterwards is a complete file holding every answer written so far.
+    """
+    acquired = _WRITE_LOCK.acquire(timeout=timeout)
+    try:
+        _STOPPED.add(Path(path).resolve())
+    finally:
+        if acquired:
+            _WRITE_LOCK.release()
+    return acquired
 
 
 class _locked:
@@ -92,28 +142,219 @@ def _load_entries(path: Path) -> dict:
     """A recording's entries, or a RecordingError that names the file and how to recover."""
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise RecordingError(
             f"The recording {shown_path(path)} is not valid JSON ({error}). It was left as it is. "
-            f"Restore it with `git checkout -- {shown_path(path)}`, or move it away to record anew."
+            f"Move it away to record anew{restore_hint(path)}."
+        ) from None
+    except OSError as error:
+        raise RecordingError(
+            f"Could not read the recording {shown_path(path)}: {error.strerror or error}."
         ) from None
     if not isinstance(entries, dict):
         raise RecordingError(
             f"The recording {shown_path(path)} holds a JSON {type(entries).__name__}, not an "
-            f"object of entries. It was left as it is. Restore it with "
-            f"`git checkout -- {shown_path(path)}`."
+            f"object of entries. It was left as it is. Move it away to record anew"
+            f"{restore_hint(path)}."
         )
+    for key, entry in entries.items():
+        problem = entry_shape_problem(entry)
+        if problem is not None:
+            raise RecordingError(
+                f"The recording {shown_path(path)} has a damaged entry {_short(key)}"
+                f"{_known_call(key)}: {problem}. It was left as it is. Remove that entry and "
+                f"record it again{restore_hint(path)}."
+            )
     return entries
 
 
+def _known_call(key: str) -> str:
+    """' (the call "route T-201 ...")' when json_cache/provenance.json describes this key."""
+    try:
+        call = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"][key]["call"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return f" (the call {call!r} in json_cache/provenance.json)"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def entry_shape_problem(entry: object) -> str | None:
+    """What is wrong with an entry's structure, or None: what can be checked without the call."""
+    if not isinstance(entry, dict):
+        return f"it is a JSON {type(entry).__name__}, not an object"
+    if not isinstance(entry.get("model"), str) or not entry["model"]:
+        return "field `model` is missing or not a model id"
+    usage = entry.get("usage")
+    if not isinstance(usage, dict):
+        return "field `usage` is missing or not an object"
+    for name in ("input_tokens", "output_tokens"):
+        count = usage.get(name)
+        if count is not None and (not _is_int(count) or count < 0):
+            return f"field `usage.{name}` is {count!r}, not a token count"
+    answers = entry.get("answers")
+    if not isinstance(answers, dict) or not answers:
+        return "field `answers` is missing, empty or not an object"
+    for question_id, answer in answers.items():
+        if not isinstance(answer, dict) or not isinstance(answer.get("type"), str):
+            return f"field `answers.{question_id}` is not an answer object with a `type`"
+    return None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_probability(value: object) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= 1
+    )
+
+
+ROUNDING = 0.01  # the API rounds every number it returns to this
+
+
+def answer_problem(entry: dict, questions: dict) -> str | None:
+    """What makes `entry` not an answer the SDK accepts for these questions, or None."""
+    problem = entry_shape_problem(entry)
+    if problem is not None:
+        return problem
+    answers = entry["answers"]
+    for question_id, question in questions.items():
+        if question_id not in answers:
+            return f"field `answers.{question_id}` is missing"
+        answer, field = answers[question_id], f"answers.{question_id}"
+        kind = question.get("type") if isinstance(question, dict) else None
+        if answer["type"] != kind:
+            return f"field `{field}.type` is {answer['type']!r}, but the question is a {kind}"
+        if kind == "noul":
+            if not _is_probability(answer.get("noul")):
+                value = answer.get("noul")
+                return f"field `{field}.noul` is {value!r}, not a probability in [0, 1]"
+        elif kind == "choice":
+            problem = _choice_problem(answer, field, list(question.get("criteria") or {}))
+            if problem is not None:
+                return problem
+    for question_id in answers:
+        if question_id not in questions:
+            return f"field `answers.{question_id}` answers a question the call did not ask"
+    return _sdk_problem(entry)
+
+
+def _choice_problem(answer: dict, field: str, options: list[str]) -> str | None:
+    choice = answer.get("choice")
+    if choice not in options:
+        return f"field `{field}.choice` is {choice!r}, not one of the options {options}"
+    if not _is_probability(answer.get("confidence")):
+        return (
+            f"field `{field}.confidence` is {answer.get('confidence')!r}, not a number in [0, 1]"
+        )
+    probabilities = answer.get("probabilities")
+    if not isinstance(probabilities, dict):
+        return f"field `{field}.probabilities` is missing or not an object"
+    if set(probabilities) != set(options):
+        return (
+            f"field `{field}.probabilities` has options {sorted(probabilities)}, "
+            f"not the question's {sorted(options)}"
+        )
+    for option, value in probabilities.items():
+        if not _is_probability(value):
+            where = f"{field}.probabilities.{option}"
+            return f"field `{where}` is {value!r}, not a probability in [0, 1]"
+    total = sum(probabilities.values())
+    if abs(total - 1) > ROUNDING / 2 * len(options) + 1e-9:
+        return (
+            f"field `{field}.probabilities` sums to {total:.4f}, not 1 (within the API's rounding "
+            f"to {ROUNDING})"
+        )
+    return None
+
+
+def _sdk_problem(entry: dict) -> str | None:
+    """The first field the SDK's own response model refuses, or None."""
+    from pydantic import ValidationError
+    from typesafe_sdk import SystemOneResponse
+
+    try:
+        SystemOneResponse.model_validate_json(json.dumps(entry))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the entry"
+        return f"field `{where}`: {first['msg']}"
+    return None
+
+
+class CheckedJsonCache(JsonCache):
+    """cooksafe's JsonCache, checking each `_system_one` answer against the call's questions.
+
+    The checks need the questions, which only the call knows (keys are digests), so they run
+    when an entry is returned: a damaged entry stops the call with a RecordingError naming the
+    file, the call and the field. Lookups are noted in `usage_log` when it is set.
+    """
+
+    def __init__(self, path: Path, *, usage_log: Path | None = None) -> None:
+        super().__init__(path)
+        self.usage_log = usage_log
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def live_checked(*args, **kwargs):
+            entry = fn(*args, **kwargs)  # a live answer: checked before cooksafe records it
+            if fn.__name__ == "_system_one" and len(args) == 3 and not kwargs:
+                check_answer(entry, *args, path=self.path)
+            return entry
+
+        cached = super().__call__(live_checked)
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            is_system_one = fn.__name__ == "_system_one" and len(args) == 3 and not kwargs
+            if self.usage_log is not None and is_system_one:
+                with self.usage_log.open("a", encoding="utf-8") as log:
+                    log.write(f"{cache_key(*args)}\n")
+            entry = cached(*args, **kwargs)
+            if is_system_one:
+                check_answer(entry, *args, path=self.path)
+            return entry
+
+        return checked
+
+
+def check_answer(entry: object, model: str, state_json: str, questions_json: str,
+                 *, path: Path) -> None:
+    """Raise a RecordingError unless `entry` is an answer the SDK accepts for this call."""
+    try:
+        questions = json.loads(questions_json)
+        state = json.loads(state_json)
+    except ValueError:
+        return  # not a call the notebooks make; nothing to check the answer against
+    if not isinstance(questions, dict):
+        return
+    problem = answer_problem(entry, questions)
+    if problem is None:
+        return
+    from memorybook.replay import describe_call
+
+    call = describe_call({"state": state, "questions": questions, "model": model})
+    raise RecordingError(
+        f"The recording {shown_path(path)} holds a damaged answer for {call}: {problem}. "
+        f"Remove that entry (key {_short(cache_key(model, state_json, questions_json))}) and "
+        f"record the call again{restore_hint(path)}."
+    )
+
+
 def open_recording(path: Path | None = None) -> JsonCache:
-    """cooksafe's JsonCache on the recording: clear errors, and writes that lose nothing."""
+    """cooksafe's JsonCache on the recording: clear errors, checked answers, safe writes."""
     path = _RecordingFile(recording_path() if path is None else path)
-    entries = read_recording(path)  # a clear error before cooksafe's own
-    cache = JsonCache(path)
-    cache.path = path
+    read_recording(path)  # a clear error before cooksafe's own, and every entry's shape checked
     log = os.environ.get(USAGE_LOG_ENV, "").strip()
-    cache._data = _UsageLoggingEntries(entries, Path(log) if log else None)  # noqa: SLF001
+    cache = CheckedJsonCache(path, usage_log=Path(log) if log else None)
+    cache.path = path  # cooksafe made a plain Path of it; writes go through the safe one
     return cache
 
 

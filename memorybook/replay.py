@@ -23,7 +23,7 @@ from memorybook.config import (
     replay_only_reason,
     shown_path,
 )
-from memorybook.live import describe_api_failure
+from memorybook.live import describe_api_failure, redact
 from memorybook.recording import RecordingError, cache_key, recorded_requests
 
 
@@ -257,7 +257,7 @@ def explain_failures_in_notebooks() -> None:
         elif isinstance(error, TypeSafeError):
             print(describe_api_failure(error))
         else:
-            print(f"{type(error).__name__}: {error}")
+            print(redact(f"{type(error).__name__}: {error}"))
 
     shell.set_custom_exc((RecordingError, TypeSafeError), show)
 

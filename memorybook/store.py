@@ -17,6 +17,7 @@ in the order saved) with one that survives restarts and is shared by processes::
         store.save("C-1042", memory)      # append; returns memories evicted by the cap
         store.recall("C-1042")            # that customer's memories, oldest first
         store.forget("C-1042", "T-101")   # delete them for good; returns what was deleted
+        store.forget_customer("C-1042")   # erase every memory of the customer; returns them
 
 Where memories live
     ``open_store(url)`` picks the backend. With no ``url`` it reads
@@ -51,13 +52,20 @@ Encryption at rest
 Bounded growth
     Each customer keeps at most ``MAX_MEMORIES_PER_CUSTOMER`` (50) memories.
     Saving one more evicts the oldest, and ``save()`` returns the evicted
-    memories (oldest first) so the caller can report them. The store classes take
-    ``max_memories=`` to change the cap; a lower cap takes effect for a customer at
-    their next save.
+    memories (oldest first) so the caller can report them. ``open_store()`` and
+    the store classes take ``max_memories=`` to change the cap; a lower cap takes
+    effect for a customer at their next save. One memory holds at most
+    ``MAX_MEMORY_BYTES`` (1,000,000) bytes of JSON.
 
 Forgetting
     ``forget(customer_id, ticket_id)`` deletes every memory of that ticket for that
-    customer in one transaction. SQLite runs with ``secure_delete`` and truncates
+    customer in one transaction; ``forget_customer(customer_id)`` deletes all of
+    that customer's memories in one transaction (the right to erasure). Both
+    return the deleted memories they could read, oldest first ([] if there were
+    none). A memory that fails its integrity check is deleted all the same, is
+    not in the returned list, and is counted in a line appended to
+    ``store.notices``; the same holds for an unreadable memory evicted by
+    ``save()``. SQLite runs with ``secure_delete`` and truncates
     its write-ahead log afterwards, so the deleted ciphertext is overwritten on
     disk. PostgreSQL keeps dead row versions until (auto)vacuum reuses the space,
     and backups keep what they hold; those copies are still encrypted.
@@ -72,7 +80,12 @@ Concurrency
 Damaged input
     A file that is not a memorybook SQLite database, or that is damaged, raises
     ``MemoryStoreError`` naming the file; the file is never overwritten or
-    truncated. A memory that is not JSON-serialisable raises ``ValueError``.
+    truncated. A memory that fails its integrity check makes ``recall()`` raise
+    ``MemoryStoreError`` naming its position among the customer's memories and
+    how to remove it (``forget`` or ``forget_customer``, which always work). A
+    full or read-only disk is reported as such; the file is then not at fault.
+    A memory that is not JSON-serialisable, too large or nested too deeply
+    raises ``ValueError``. Ids are cut short in error messages.
     What ``recall()`` returns serialises to exactly the JSON text of what was
     saved (same key order), because the memories are sent on to the API and cache
     keys depend on that text.
@@ -90,6 +103,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -102,6 +116,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 MAX_MEMORIES_PER_CUSTOMER = 50
+MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answers, not attachments
 STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
 STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
 DEFAULT_STORE_PATH = Path(".memorybook") / "memories.sqlite3"
@@ -113,6 +128,9 @@ _STORE_FORMAT = b"memorybook-store-1"
 _KEY_CHECK_MESSAGE = b"memorybook key check"
 _SEALED_VERSION = b"\x01"
 _NONCE_BYTES = 12
+_KEY_TEXT = re.compile(r"[A-Za-z0-9_-]{43}=")  # 32 bytes in URL-safe base64, nothing else
+# SQLite errors that say the disk or the permissions refused a write, not that the file is bad.
+_NOT_THE_FILES_FAULT = ("disk is full", "readonly", "read-only", "unable to open", "disk I/O")
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _NEW_KEY_COMMAND = (
     'python -c "import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"'
@@ -143,6 +161,8 @@ class MemoryStore(Protocol):
 
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]: ...
 
+    def forget_customer(self, customer_id: str) -> list[dict]: ...
+
     def close(self) -> None: ...
 
     def __enter__(self) -> MemoryStore: ...
@@ -150,27 +170,33 @@ class MemoryStore(Protocol):
     def __exit__(self, *exc_info: object) -> None: ...
 
 
-def open_store(url: str | None = None, *, key: str | bytes | None = None) -> MemoryStore:
+def open_store(
+    url: str | None = None,
+    *,
+    key: str | bytes | None = None,
+    max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+) -> MemoryStore:
     """Open the memory store at ``url`` (see the module docstring for the forms).
 
     ``url`` defaults to ``$MEMORYBOOK_STORE_URL``, then to
     ``.memorybook/memories.sqlite3`` in the repository root. ``key`` defaults to
-    ``$MEMORYBOOK_STORE_KEY``.
+    ``$MEMORYBOOK_STORE_KEY``. ``max_memories`` is the per-customer cap of this store object.
     """
     if url is None:
         url = os.environ.get(STORE_URL_ENV) or None
     if url is None:
         path = _repo_root(Path.cwd()) / DEFAULT_STORE_PATH
         _create_private_folder(path.parent)
-        return SQLiteMemoryStore(path, key=key)
+        return SQLiteMemoryStore(path, key=key, max_memories=max_memories)
     scheme = url.partition(":")[0].lower()
     if scheme == "sqlite":
-        return SQLiteMemoryStore(_sqlite_path(url), key=key)
+        return SQLiteMemoryStore(_sqlite_path(url), key=key, max_memories=max_memories)
     if scheme in ("postgresql", "postgres"):
-        return PostgresMemoryStore(url, key=key)
+        return PostgresMemoryStore(url, key=key, max_memories=max_memories)
     raise MemoryStoreError(
-        f"Unsupported memory store URL {_redacted(url)!r}: use sqlite:///path/to/memories.sqlite3 "
-        f"or postgresql://user@host:port/database (pass url= or set {STORE_URL_ENV})."
+        f"Unsupported memory store URL {_shown(_redacted(url))}: use "
+        "sqlite:///path/to/memories.sqlite3 or postgresql://user@host:port/database "
+        f"(pass url= or set {STORE_URL_ENV})."
     )
 
 
@@ -194,7 +220,7 @@ class _EncryptedStore:
 
     def __init__(self, location: str, max_memories: int) -> None:
         if not isinstance(max_memories, int) or isinstance(max_memories, bool) or max_memories < 1:
-            raise ValueError(f"max_memories must be a positive integer, got {max_memories!r}")
+            raise ValueError(f"max_memories must be a positive integer, got {_shown(max_memories)}")
         self.location = location
         self.max_memories = max_memories
         self.notices: list[str] = []
@@ -214,7 +240,20 @@ class _EncryptedStore:
             " WHERE customer_digest = ? ORDER BY id",
             (customer,),
         )
-        return [self._unseal(customer, ticket, sealed) for ticket, sealed in rows]
+        memories = []
+        for position, (ticket, sealed) in enumerate(rows, start=1):
+            memory = self._unseal(customer, ticket, sealed)
+            if memory is None:
+                raise MemoryStoreError(
+                    f"Memory number {position} of {len(rows)} (oldest first) of customer "
+                    f"{_shown(customer_id)} in {self.location} failed its integrity check: it "
+                    "was changed or damaged outside memorybook, and cannot be read. Remove it "
+                    "with forget(customer_id, ticket_id) if you know its ticket, or erase all of "
+                    "this customer's memories with forget_customer(customer_id); or restore the "
+                    "store from a backup."
+                )
+            memories.append(memory)
+        return memories
 
     @_one_call_at_a_time
     def save(self, customer_id: str, memory: dict) -> list[dict]:
@@ -236,7 +275,9 @@ class _EncryptedStore:
                 " WHERE customer_digest = ? ORDER BY id LIMIT ?",
                 (customer, count - self.max_memories),
             )
-            evicted = [self._unseal(customer, ticket, sealed) for _, ticket, sealed in oldest]
+            evicted = self._readable(
+                customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
+            )
             for row_id, _, _ in oldest:
                 self._run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
         return evicted
@@ -247,7 +288,7 @@ class _EncryptedStore:
         keys = self._open_keys()
         customer_id = _checked_customer_id(customer_id)
         if not isinstance(ticket_id, str) or not ticket_id.strip():
-            raise ValueError(f"ticket_id must be a non-empty string, got {ticket_id!r}")
+            raise ValueError(f"ticket_id must be a non-empty string, got {_shown(ticket_id)}")
         customer = keys.customer_digest(customer_id)
         ticket = keys.ticket_digest(customer_id, ticket_id)
         with self._write_transaction(customer):
@@ -258,14 +299,40 @@ class _EncryptedStore:
             )
             if not rows:
                 raise MemoryNotFoundError(
-                    f"Customer {customer_id!r} has no memory of ticket {ticket_id!r} in "
-                    f"{self.location}; check both ids (they are matched exactly, case and spaces "
-                    "included) against recall()."
+                    f"Customer {_shown(customer_id)} has no memory of ticket "
+                    f"{_shown(ticket_id)} in {self.location}; check both ids (they are matched "
+                    "exactly, case and spaces included) against recall()."
                 )
-            forgotten = [self._unseal(customer, ticket, sealed) for _, sealed in rows]
+            forgotten = self._readable(
+                customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
+            )
             for row_id, _ in rows:
                 self._run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
         self._after_forget()
+        return forgotten
+
+    @_one_call_at_a_time
+    def forget_customer(self, customer_id: str) -> list[dict]:
+        """Erase every memory of this customer for good; return those that could be read.
+
+        The right to erasure: every row of the customer is deleted in one transaction, readable
+        or not. The memories come back oldest first; a memory that failed its integrity check is
+        deleted too, is not in the list, and is counted in a line added to ``notices``. A
+        customer with no memories gives [].
+        """
+        keys = self._open_keys()
+        customer_id = _checked_customer_id(customer_id)
+        customer = keys.customer_digest(customer_id)
+        with self._write_transaction(customer):
+            rows = self._run(
+                "SELECT ticket_digest, sealed FROM memorybook_memories"
+                " WHERE customer_digest = ? ORDER BY id",
+                (customer,),
+            )
+            forgotten = self._readable(customer_id, customer, rows, "Erased")
+            self._run("DELETE FROM memorybook_memories WHERE customer_digest = ?", (customer,))
+        if rows:
+            self._after_forget()
         return forgotten
 
     @_one_call_at_a_time
@@ -297,20 +364,31 @@ class _EncryptedStore:
         ciphertext = keys.cipher.encrypt(nonce, text.encode("utf-8"), customer + ticket)
         return customer, ticket, _SEALED_VERSION + nonce + ciphertext
 
-    def _unseal(self, customer: bytes, ticket: bytes, sealed: bytes) -> dict:
+    def _unseal(self, customer: bytes, ticket: bytes, sealed: bytes) -> dict | None:
+        """The memory in a row, or None when the row fails its integrity check."""
         sealed = bytes(sealed)
         version = sealed[:1]
         nonce, ciphertext = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        if version != _SEALED_VERSION:
+            return None
         try:
             text = self._open_keys().cipher.decrypt(nonce, ciphertext, customer + ticket)
-        except InvalidTag:
-            text = None
-        if version != _SEALED_VERSION or text is None:
-            raise MemoryStoreError(
-                f"A stored memory in {self.location} failed its integrity check: it was changed "
-                "or moved outside memorybook. Restore the store from a backup."
+            return json.loads(text)
+        except (InvalidTag, ValueError):
+            return None
+
+    def _readable(
+        self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str
+    ) -> list[dict]:
+        """The memories of these rows that can be read; a notice counts the others."""
+        memories = [self._unseal(customer, ticket, sealed) for ticket, sealed in rows]
+        unreadable = [n for n, memory in enumerate(memories, start=1) if memory is None]
+        if unreadable:
+            self.notices.append(
+                f"{done} {len(unreadable)} damaged memory row(s) of customer {_shown(customer_id)} "
+                f"in {self.location} that could not be read, so they are not in the returned list."
             )
-        return json.loads(text)
+        return [memory for memory in memories if memory is not None]
 
     def _open_keys(self) -> _Keys:
         if not self._is_open or self._keys is None:
@@ -444,7 +522,7 @@ class SQLiteMemoryStore(_EncryptedStore):
         return self._meta_key_check(dict(self._run("SELECT name, value FROM memorybook_meta")))
 
     def _create_tables(self) -> bytes:
-        self._run("PRAGMA journal_mode = WAL")
+        self._switch_to_wal()
         with self._write_transaction(b""):
             self._run(
                 "CREATE TABLE IF NOT EXISTS memorybook_meta"
@@ -510,6 +588,33 @@ class SQLiteMemoryStore(_EncryptedStore):
     def _key_file_hint(self) -> str:
         return f", or the key file {self.key_path}"
 
+    def _switch_to_wal(self) -> None:
+        """Put the database in WAL mode, waiting out other processes doing the same.
+
+        Changing the journal mode needs the database to itself, and SQLite answers "locked" at
+        once (without its busy timeout) while another new opener holds it, so retry until the
+        busy timeout.
+        """
+        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+        pause = 0.005
+        while True:
+            try:
+                [(mode,)] = self._connection.execute("PRAGMA journal_mode = WAL").fetchall()
+                if str(mode).lower() == "wal":
+                    return
+            except sqlite3.OperationalError as error:
+                if not _is_busy(error):
+                    raise self._database_error(error) from error
+                if time.monotonic() > deadline:
+                    raise self._database_error(error) from error
+            else:
+                if time.monotonic() > deadline:
+                    raise MemoryStoreError(
+                        f"Could not switch {self.path} to WAL mode (SQLite kept it in {mode!r})."
+                    )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
     def _run(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
             return self._connection.execute(sql, params).fetchall()
@@ -540,10 +645,17 @@ class SQLiteMemoryStore(_EncryptedStore):
 
     def _database_error(self, error: sqlite3.Error) -> MemoryStoreError:
         message = str(error)
-        if "locked" in message or "busy" in message:
+        if _is_busy(error):
             return MemoryStoreError(
                 f"The memory database {self.path} stayed locked by another process for more than "
                 f"{SQLITE_BUSY_TIMEOUT_SECONDS} s ({message}); try again when it has finished."
+            )
+        if any(sign in message for sign in _NOT_THE_FILES_FAULT):
+            return MemoryStoreError(
+                f"Could not write to the memory database {self.path} ({message}): the disk is "
+                "full, read-only, or the folder's permissions forbid it. The file itself is "
+                "fine: free space or fix the permissions, then try again; keep the file where "
+                "it is."
             )
         return MemoryStoreError(
             f"Could not use the memory database {self.path} ({message}). If the file is damaged, "
@@ -687,10 +799,22 @@ def _insert_meta(store: _EncryptedStore) -> bytes:
 def _parse_key(key: str | bytes, source: str, location: str) -> bytes:
     """Decode a store key: 32 random bytes in URL-safe base64 (as Fernet keys are)."""
     text = key.strip() if isinstance(key, (str, bytes)) else None
-    try:
-        raw = base64.urlsafe_b64decode(text) if text else b""
-    except (binascii.Error, ValueError):
-        raw = b""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("ascii")
+        except UnicodeDecodeError:
+            text = None
+    raw = b""
+    if text and _KEY_TEXT.fullmatch(text):
+        try:
+            raw = base64.urlsafe_b64decode(text)
+        except (binascii.Error, ValueError):
+            raw = b""
+    if len(raw) == 32 and not any(raw):
+        raise MemoryStoreKeyError(
+            f"The key from {source} for {location} is all zero bytes, which is no secret: make a "
+            f"random one with {_NEW_KEY_COMMAND}"
+        )
     if len(raw) != 32:
         raise MemoryStoreKeyError(
             f"The key from {source} for {location} is malformed: expected 32 random bytes in "
@@ -703,8 +827,8 @@ def _parse_key(key: str | bytes, source: str, location: str) -> bytes:
 def _checked_customer_id(customer_id: object) -> str:
     if not isinstance(customer_id, str) or not customer_id.strip():
         raise ValueError(
-            f"customer_id must be a non-empty string, got {customer_id!r}: every memory belongs "
-            "to exactly one customer."
+            f"customer_id must be a non-empty string, got {_shown(customer_id)}: every memory "
+            "belongs to exactly one customer."
         )
     return customer_id
 
@@ -724,21 +848,31 @@ def _checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
         raise not_a_memory from None
     if memory_customer_id != customer_id:
         raise ValueError(
-            f"This memory is for customer {memory_customer_id!r} (request.customer.id) but was "
-            f"saved for {customer_id!r}; refusing to file it under the wrong customer."
+            f"This memory is for customer {_shown(memory_customer_id)} (request.customer.id) but "
+            f"was saved for {_shown(customer_id)}; refusing to file it under the wrong customer."
         )
     if not isinstance(ticket_id, str) or not ticket_id.strip():
-        raise ValueError(f"request.ticket.id must be a non-empty string, got {ticket_id!r}")
+        raise ValueError(f"request.ticket.id must be a non-empty string, got {_shown(ticket_id)}")
     try:
         text = json.dumps(memory, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ValueError(
-            f"The memory of ticket {ticket_id!r} is not JSON-serialisable: {error}"
+            f"The memory of ticket {_shown(ticket_id)} is not JSON-serialisable: {error}"
         ) from None
-    if json.dumps(json.loads(text)) != text:
+    except RecursionError:
         raise ValueError(
-            f"The memory of ticket {ticket_id!r} would not come back as the same JSON (are two "
-            "keys equal once turned into strings?)."
+            f"The memory of ticket {_shown(ticket_id)} is nested too deeply to be stored as JSON."
+        ) from None
+    if len(text.encode("utf-8")) > MAX_MEMORY_BYTES:
+        raise ValueError(
+            f"The memory of ticket {_shown(ticket_id)} is {len(text.encode('utf-8')):,} bytes of "
+            f"JSON; a memory may hold at most {MAX_MEMORY_BYTES:,}. Keep what the next request "
+            "needs, not whole attachments."
+        )
+    if json.dumps(json.loads(text)) != text:  # depth is bounded by the dumps above
+        raise ValueError(
+            f"The memory of ticket {_shown(ticket_id)} would not come back as the same JSON (are "
+            "two keys equal once turned into strings?)."
         )
     return ticket_id, text
 
@@ -767,7 +901,7 @@ def _sqlite_path(url: str) -> Path:
     path = unquote(url[len(prefix) :]) if url.lower().startswith(prefix) else ""
     if not path or "?" in path:
         raise MemoryStoreError(
-            f"Cannot read a file path from {url!r}: write sqlite:///relative/path.sqlite3 or "
+            f"Cannot read a file path from {_shown(url)}: write sqlite:///relative/path.sqlite3 or "
             "sqlite:////absolute/path.sqlite3."
         )
     return Path(path)
@@ -782,6 +916,17 @@ def _redacted(url: str) -> str:
         netloc = f"{user_info.partition(':')[0]}:***@{host}"
     query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A value for an error message: its repr, cut short so a huge id cannot flood the message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    message = str(error)
+    return "locked" in message or "busy" in message
 
 
 def _one_line(error: Exception) -> str:

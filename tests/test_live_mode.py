@@ -194,12 +194,13 @@ def test_a_corrupt_new_recording_stops_the_run_and_is_left_as_it_was(tmp_path):
 
 def test_a_recording_corrupted_during_a_run_is_never_overwritten(tmp_path):
     path = tmp_path / "json_cache.json"
-    path.write_text('{"a": 1}', encoding="utf-8")
+    entry = {"model": "m", "usage": {}, "answers": {"q": {"type": "noul", "noul": 0.5}}}
+    path.write_text(json.dumps({"a": entry}), encoding="utf-8")
     cache = open_recording(path)
 
     @cache
     def _system_one(model, state, questions):
-        return {"answer": 2}
+        return entry
 
     path.write_text("{broken", encoding="utf-8")
     with pytest.raises(RecordingError, match="not valid JSON"):

@@ -17,13 +17,16 @@ from cooksafe.cache import JsonCache
 from typesafe_sdk import (
     RetryPolicy,
     TypeSafeAPIConnectionError,
+    TypeSafeAPIError,
     TypeSafeAPIResponseValidationError,
     TypeSafeAPITimeoutError,
     TypeSafeAuthenticationError,
+    TypeSafeBadRequestError,
     TypeSafeClient,
     TypeSafeInternalServerError,
     TypeSafeNotFoundError,
     TypeSafeRateLimitError,
+    TypeSafeUnprocessableEntityError,
 )
 
 from tests.helpers import REPO_ROOT
@@ -151,6 +154,8 @@ def test_reordered_keys_miss(recording: Path) -> None:
     ("failure", "error_type"),
     [
         ("unauthorized", TypeSafeAuthenticationError),
+        ("bad_request", TypeSafeBadRequestError),
+        ("unprocessable", TypeSafeUnprocessableEntityError),
         ("rate_limit", TypeSafeRateLimitError),
         ("server_error", TypeSafeInternalServerError),
         ("malformed", TypeSafeAPIResponseValidationError),
@@ -175,6 +180,33 @@ def test_each_failure_maps_to_its_sdk_error_on_one_attempt(
         assert caught.value.field_path == "answers.broken.probabilities"
     if failure == "garbage":
         assert caught.value.field_path == ""
+
+
+@pytest.mark.parametrize(
+    "failure", ["bad_request", "unprocessable", "unauthorized", "rate_limit", "server_error"]
+)
+def test_echo_mode_repeats_the_request_headers_in_error_answers(
+    recording: Path, failure: str
+) -> None:
+    with (
+        LoopbackSystemOne(recording, failure=failure, echo_headers=True) as server,
+        client(server.base_url, retry=NO_RETRY) as sdk,
+        pytest.raises(TypeSafeAPIError) as caught,
+    ):
+        sdk.system_one(NOUL_STATE, NOUL_QUESTIONS, model=MODEL)
+    assert f"Bearer {KEY}" in json.dumps(caught.value.body)
+    if failure in ("bad_request", "unprocessable"):
+        assert f"Bearer {KEY}" in str(caught.value)  # in the message, as a proxy would put it
+
+
+def test_without_echo_mode_no_answer_repeats_the_key(recording: Path) -> None:
+    with (
+        LoopbackSystemOne(recording, failure="bad_request") as server,
+        client(server.base_url, retry=NO_RETRY) as sdk,
+        pytest.raises(TypeSafeAPIError) as caught,
+    ):
+        sdk.system_one(NOUL_STATE, NOUL_QUESTIONS, model=MODEL)
+    assert KEY not in json.dumps(caught.value.body) + str(caught.value)
 
 
 def test_unauthorized_is_not_retried_by_the_default_policy(recording: Path) -> None:

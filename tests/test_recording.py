@@ -115,5 +115,5 @@ def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path):
     result = run_python("import memorybook.routing", MEMORYBOOK_RECORDING=str(corrupt))
     assert result.returncode != 0
     assert "RecordingError" in result.stderr and str(corrupt) in result.stderr
-    assert "git checkout" in result.stderr
+    assert "git checkout" not in result.stderr  # git cannot restore a file outside the repository
     assert corrupt.read_text(encoding="utf-8") == '{"half an entry": '

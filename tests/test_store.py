@@ -8,6 +8,7 @@ they are skipped, except under CI (``$CI`` set), where they fail.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import sqlite3
@@ -26,6 +27,7 @@ import pytest
 
 from memorybook.store import (
     MAX_MEMORIES_PER_CUSTOMER,
+    MAX_MEMORY_BYTES,
     MemoryNotFoundError,
     MemoryStore,
     MemoryStoreError,
@@ -649,3 +651,220 @@ def test_store_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_unsupported_url_is_a_clear_error() -> None:
     with pytest.raises(MemoryStoreError, match="Unsupported memory store URL"):
         open_store("mysql://root:hunter2@db/memories", key=new_key())
+
+
+# -- faults: damaged rows, erasure, racing first opens, bad input (issue 8) ---------------------
+
+
+def damage_row(backend: Backend, position: int) -> None:
+    """Flip one byte of the ciphertext of the customer rows' `position`-th row (1 = oldest)."""
+    if backend.name == "sqlite":
+        connection = sqlite3.connect(backend.location)
+        placeholder = "?"
+    else:
+        import psycopg
+
+        connection = psycopg.connect(backend.url)
+        placeholder = "%s"
+    with contextlib.closing(connection):
+        rows = connection.execute("SELECT id, sealed FROM memorybook_memories ORDER BY id")
+        row_id, sealed = list(rows)[position - 1]
+        damaged = bytearray(sealed)
+        damaged[-1] ^= 0x01
+        connection.execute(
+            f"UPDATE memorybook_memories SET sealed = {placeholder} WHERE id = {placeholder}",
+            (bytes(damaged), row_id),
+        )
+        connection.commit()
+
+
+def ticket_ids(memories: list[dict]) -> list[str]:
+    return [m["request"]["ticket"]["id"] for m in memories]
+
+
+def test_a_damaged_memory_is_named_and_can_be_forgotten(backend: Backend) -> None:
+    with backend.open() as store:
+        for ticket in ("T-1", "T-2", "T-3"):
+            store.save("C-1042", make_memory("C-1042", ticket))
+    damage_row(backend, 2)
+    with backend.open() as store:
+        with pytest.raises(MemoryStoreError, match="Memory number 2 of 3 .oldest first.") as raised:
+            store.recall("C-1042")
+        assert "forget_customer" in str(raised.value) and "'C-1042'" in str(raised.value)
+        assert store.forget("C-1042", "T-2") == []  # unreadable: deleted, reported as a notice
+        assert "1 damaged memory row(s) of customer 'C-1042'" in store.notices[-1]
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+
+
+def test_a_damaged_memory_does_not_block_saving_at_the_cap(backend: Backend) -> None:
+    with backend.open(max_memories=2) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        store.save("C-1042", make_memory("C-1042", "T-2"))
+    damage_row(backend, 1)
+    with backend.open(max_memories=2) as store:
+        assert store.save("C-1042", make_memory("C-1042", "T-3")) == []  # T-1 evicted, unreadable
+        assert "Evicted 1 damaged memory row(s)" in store.notices[-1]
+        assert ticket_ids(store.recall("C-1042")) == ["T-2", "T-3"]
+
+
+def test_forget_customer_erases_every_memory_and_returns_the_readable_ones(
+    backend: Backend,
+) -> None:
+    with backend.open() as store:
+        for ticket in ("T-1", "T-2", "T-3", "T-1"):
+            store.save("C-1042", make_memory("C-1042", ticket))
+        store.save("C-2210", make_memory("C-2210", "T-9"))
+    damage_row(backend, 3)
+    with backend.open() as store:
+        erased = store.forget_customer("C-1042")
+        assert ticket_ids(erased) == ["T-1", "T-2", "T-1"]  # oldest first, damaged one left out
+        assert erased[0] == make_memory("C-1042", "T-1")
+        assert "Erased 1 damaged memory row(s)" in store.notices[-1]
+        assert store.recall("C-1042") == []
+        assert store.forget_customer("C-1042") == []
+        assert ticket_ids(store.recall("C-2210")) == ["T-9"]  # other customers untouched
+    with backend.open() as store:
+        assert store.recall("C-1042") == []
+
+
+def test_open_store_takes_a_cap(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYBOOK_STORE_KEY", backend.key)
+    with open_store(backend.url, max_memories=1) as store:
+        assert store.max_memories == 1
+        assert store.save("C-1042", make_memory("C-1042", "T-1")) == []
+        evicted = store.save("C-1042", make_memory("C-1042", "T-2"))
+        assert evicted == [make_memory("C-1042", "T-1")]
+        assert ticket_ids(store.recall("C-1042")) == ["T-2"]
+
+
+@pytest.mark.parametrize(
+    "bad_key",
+    [
+        pytest.param(lambda key: key + "junk", id="trailing junk"),
+        pytest.param(lambda key: key[:20] + "!" + key[20:], id="junk inside"),
+        pytest.param(lambda key: key + "=", id="extra padding"),
+        pytest.param(lambda key: base64.urlsafe_b64encode(bytes(32)).decode(), id="all zero"),
+    ],
+)
+def test_keys_that_only_look_valid_are_refused(backend: Backend, bad_key) -> None:
+    with pytest.raises(MemoryStoreKeyError, match="malformed|all zero"):
+        backend.open(key=bad_key(backend.key))
+
+
+def nested(depth: int) -> dict:
+    value: object = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_deeply_nested_memory_is_a_value_error(store: MemoryStore) -> None:
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"]["deep"] = nested(100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        store.save("C-1042", memory)
+
+
+def test_a_memory_has_a_size_limit(store: MemoryStore) -> None:
+    memory = make_memory("C-1042", "T-1", text="x" * (MAX_MEMORY_BYTES + 1))
+    with pytest.raises(ValueError, match="at most 1,000,000"):
+        store.save("C-1042", memory)
+    assert store.recall("C-1042") == []
+    store.save("C-1042", make_memory("C-1042", "T-2", text="x" * (MAX_MEMORY_BYTES // 2)))
+
+
+def test_huge_ids_are_cut_short_in_error_messages(store: MemoryStore) -> None:
+    huge = "C-" + "9" * 1_000_000
+    for call in (
+        lambda: store.forget(huge, "T-1"),
+        lambda: store.forget("C-1042", huge),
+        lambda: store.save("C-1042", make_memory(huge, "T-1")),
+        lambda: store.save(huge, make_memory("C-1042", "T-1")),
+    ):
+        with pytest.raises((MemoryStoreError, ValueError)) as raised:
+            call()
+        assert len(str(raised.value)) < 2000
+        assert "1,000,004 characters" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["database or disk is full", "attempt to write a readonly database", "disk I/O error"],
+)
+def test_a_full_or_read_only_disk_never_advises_moving_the_file(
+    tmp_path: Path, message: str
+) -> None:
+    with SQLiteMemoryStore(tmp_path / "memories.sqlite3", key=new_key()) as store:
+        advice = str(store._database_error(sqlite3.OperationalError(message)))
+    assert message in advice and "The file itself is fine" in advice
+    assert "move it aside" not in advice
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs; skipped where this process may not mount one."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def test_a_really_full_disk_is_explained_without_blaming_the_file(small_tmpfs: Path) -> None:
+    with SQLiteMemoryStore(small_tmpfs / "memories.sqlite3", key=new_key()) as store:
+        with pytest.raises(MemoryStoreError) as raised:
+            for n in range(1000):
+                store.save("C-1042", make_memory("C-1042", f"T-{n}", text=os.urandom(4000).hex()))
+    assert "disk is full" in str(raised.value) and "The file itself is fine" in str(raised.value)
+    assert "move it aside" not in str(raised.value)
+
+
+FIRST_OPENS = """
+    import sys, time
+    from pathlib import Path
+    from memorybook.store import SQLiteMemoryStore
+
+    folder, name = Path(sys.argv[1]), sys.argv[2]
+    processes, rounds = int(sys.argv[3]), int(sys.argv[4])
+    failures = []
+    for n in range(rounds):
+        (folder / f"ready-{n}-{name}").touch()
+        deadline = time.monotonic() + 60
+        while len(list(folder.glob(f"ready-{n}-*"))) < processes:
+            assert time.monotonic() < deadline, "the other processes never got ready"
+            time.sleep(0.001)
+        try:
+            SQLiteMemoryStore(folder / f"round-{n}.sqlite3").close()
+        except Exception as error:
+            failures.append(f"round {n}: {error}")
+    print("\\n".join(failures))
+"""
+
+
+def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)  # the key file is raced for too
+    processes, rounds = 8, 20
+    openers = [
+        run_python(FIRST_OPENS, str(tmp_path), str(n), str(processes), str(rounds))
+        for n in range(processes)
+    ]
+    try:
+        failures = [line for opener in openers for line in finish(opener).splitlines() if line]
+    finally:
+        for opener in openers:
+            if opener.poll() is None:
+                opener.kill()
+                opener.communicate()
+    assert failures == [], f"{len(failures)} of {processes * rounds} openings failed"
+    keys = {(tmp_path / f"round-{n}.sqlite3.key").read_bytes() for n in range(rounds)}
+    assert len(keys) == rounds  # one key per store, shared by every opener

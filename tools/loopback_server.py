@@ -7,6 +7,9 @@ SDK's own request encoding, response parsing, error mapping and retries. Nothing
         client = TypeSafeClient(api_key="test-key", base_url=server.base_url, compression=False)
 
 A request whose recording key is missing answers 404 naming the key: a test stand-in must be loud.
+With ``echo_headers=True`` every error answer (4xx and 5xx) repeats the request's headers, the
+``Authorization`` header included, in its message and details, as a misconfigured proxy does:
+the tests use it to check that no key reaches a message.
 Run ``python -m tools.loopback_server --recording FILE`` to serve a recording by hand.
 """
 
@@ -36,7 +39,10 @@ except ImportError:
 _ZSTD_ERRORS: tuple[type[Exception], ...] = () if _zstd is None else (_zstd.ZstdError,)
 logger = logging.getLogger(__name__)
 
-FAILURES = ("unauthorized", "rate_limit", "server_error", "hang", "malformed", "garbage")
+FAILURES = (
+    "unauthorized", "rate_limit", "server_error", "hang", "malformed", "garbage", "bad_request",
+    "unprocessable",
+)
 Reply = tuple[int, dict[str, str], bytes]
 HANG_SECONDS = 5.0  # a "hang" holds the request at least this long (or until the server stops)
 
@@ -69,6 +75,7 @@ class LoopbackSystemOne:
         max_requests: int = 1000,
         max_seconds: float = 600.0,
         answer_with: Callable[[dict], dict] | None = None,
+        echo_headers: bool = False,
     ) -> None:
         if failure is not None and failure not in FAILURES:
             raise ValueError(f"failure must be one of {FAILURES}, not {failure!r}")
@@ -81,6 +88,7 @@ class LoopbackSystemOne:
         # Instead of the recording: a function from a request body to the whole response. Tests use
         # it for answers that are synthetic by construction and never Jev's.
         self.answer_with = answer_with
+        self.echo_headers = echo_headers
         self.base_url = ""
         self.requests: list[dict] = []
         self._hits = self._misses = 0
@@ -141,6 +149,8 @@ class LoopbackSystemOne:
             reply = self._answer(number, method, path, headers, body, problem)
         if reply is None:
             return None
+        if self.echo_headers and reply[0] >= 400:
+            reply = _with_headers_echoed(reply, headers)
         seen["status"] = reply[0]
         return reply[0], {**reply[1], "x-typesafe-request-id": f"loopback-{number}"}, reply[2]
 
@@ -190,6 +200,11 @@ class LoopbackSystemOne:
             return reply[0], {**reply[1], "retry-after-ms": str(self.retry_after_ms)}, reply[2]
         if self.failure == "server_error":
             return _error(500, "internal", "server error (injected)")
+        if self.failure == "bad_request":
+            return _error(400, "bad_request", "the request was refused (injected)")
+        if self.failure == "unprocessable":
+            detail = {"loc": ["body", "questions"], "msg": "refused (injected)", "type": "value"}
+            return _json(422, {"detail": [detail]})
         if self.failure == "garbage":
             return 200, {"Content-Type": "text/html"}, b"<html>not JSON (injected)</html>"
         if path == "/v1/models":  # "malformed": valid JSON, invalid shape
@@ -235,6 +250,24 @@ def _error(status: int, kind: str, message: str, **extra: str) -> Reply:
     return _json(status, {"error": {"type": kind, "message": message, **extra}})
 
 
+def _with_headers_echoed(reply: Reply, headers: dict[str, str]) -> Reply:
+    """The error reply with the request's headers in its message, its details and its body."""
+    status, reply_headers, body = reply
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        payload = {"body": body.decode(errors="replace")}
+    echo = f" (request headers: {headers})"
+    if isinstance(payload.get("error"), dict):
+        payload["error"]["message"] = str(payload["error"].get("message", "")) + echo
+    for detail in payload.get("detail") or []:
+        if isinstance(detail, dict):
+            detail["msg"] = str(detail.get("msg", "")) + echo
+            detail["input"] = headers
+    payload["request_headers"] = headers
+    return status, reply_headers, json.dumps(payload).encode()
+
+
 class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.0 (the default): one request per connection, so after a stop nothing is served.
     server_version = "LoopbackSystemOne/1"
@@ -272,6 +305,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-override", help="answer with this model id")
     parser.add_argument("--max-requests", type=int, default=1000)
     parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--echo-headers", action="store_true",
+                        help="repeat the request's headers in every error answer")
     args = vars(parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with LoopbackSystemOne(args.pop("recording"), **args) as server:

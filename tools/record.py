@@ -9,19 +9,40 @@ Recording never touches json_cache/json_cache.json: answers go to json_cache/jso
 calls are independent of each other, so they are recorded side by side first; the notebooks then
 replay the new recording. The API's own retry policy handles rate limits and server errors; a call
 that still fails is explained, and nothing wrong is recorded.
+
+Any failure, or Ctrl-C, stops the whole run within seconds: calls still in flight are abandoned,
+the notebook kernels are stopped, and one line says what failed, how many answers the new
+recording keeps (every one received before the stop) and how to resume.
 """
 
+# ruff: noqa: E402 - the Ctrl-C handler below is installed before the slow imports
+
 from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def _interrupted_while_starting(signum, frame) -> None:
+    print("Recording stopped: interrupted (Ctrl-C) while starting; nothing was sent.",
+          file=sys.stderr)
+    os._exit(130)
+
+
+if __name__ == "__main__":  # Ctrl-C while the libraries load: one line, not a traceback
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import argparse
 import contextlib
 import csv
 import io
 import json
-import os
 import shutil
-import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from pathlib import Path
 
 import nbformat
@@ -37,8 +58,8 @@ from memorybook.config import (
     replay_only_reason,
     shown_path,
 )
-from memorybook.live import describe_api_failure
-from memorybook.recording import read_recording
+from memorybook.live import describe_api_failure, redact
+from memorybook.recording import RecordingError, read_recording, stop_writing
 from tools.build_recording import FIGURES_PATH
 from tools.execute import execute, notebook_paths
 
@@ -47,10 +68,49 @@ NEW_RECORDING = RECORDING_PATH.with_name("json_cache.new.json")
 # A recording of the official calls does not run them: with a key they would ask new questions.
 OWN_RECORDING = {"08_next_steps.ipynb"}
 RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
+POLL_SECONDS = 0.1  # how often the main thread looks up from waiting (Ctrl-C is seen at once)
+STOP_SECONDS = 1.0  # how long stopped kernels get to exit before they are killed
+_stopped = False  # set once a run was stopped: the process then exits without further clean-up
 
 
-def run_every_call(customers: list[str] | None = None) -> None:
-    """Make every call the notebooks make, one thread per customer (their calls are independent).
+class RecordingStopped(Exception):
+    """The run was stopped (a failure elsewhere, or Ctrl-C): no notebook runs on it."""
+
+
+def in_background(function: Callable, *args: object) -> Future:
+    """Run `function(*args)` in a daemon thread; its Future holds the result or the error.
+
+    Daemon threads, not a ThreadPoolExecutor: a pool's threads are joined when the interpreter
+    exits, so one call stuck on a slow endpoint would keep a stopped run alive.
+    """
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            result = function(*args)
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    name = f"record-{getattr(function, '__name__', 'task')}"
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
+def wait_for_all(futures: list[Future]) -> list:
+    """Their results, or the first error as soon as one fails; Ctrl-C interrupts the wait."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if future.exception() is not None:
+                raise future.exception()
+    return [future.result() for future in futures]
+
+
+def start_every_call(customers: list[str] | None = None) -> list[Future]:
+    """Start every call the notebooks make, one thread per customer (their calls are independent).
 
     Imports the notebooks' modules, so RECORDING_ENV must name the target recording before.
     """
@@ -62,41 +122,134 @@ def run_every_call(customers: list[str] | None = None) -> None:
         probe_experiment([customer])
         reconcile([customer])
 
-    with contextlib.redirect_stdout(io.StringIO()), ThreadPoolExecutor(len(CUSTOMERS)) as pool:
-        for finished in [pool.submit(one_customer, c) for c in customers or CUSTOMERS]:
-            finished.result()
+    return [in_background(one_customer, c) for c in customers or CUSTOMERS]
+
+
+def run_every_call(customers: list[str] | None = None) -> None:
+    """Make every call the notebooks make; the first failure is raised at once."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        wait_for_all(start_every_call(customers))
 
 
 def record(output: Path, notebooks_out: Path) -> int:
-    from typesafe_sdk import TypeSafeError
-
     reason = replay_only_reason()
     if reason is not None:
         print(f"Recording needs a live client, but {reason}. Nothing was sent.", file=sys.stderr)
         return 2
     os.environ[RECORDING_ENV] = str(output)
-    already = len(read_recording(output))
-    print(f"Recording into {shown_path(output)} ({already} calls already in it).")
-    calls = Future()
+    try:
+        already = len(read_recording(output))
+    except RecordingError as error:
+        print(f"Recording not started: {error}", file=sys.stderr)
+        return 1
+    print(f"Recording into {shown_path(output)} ({already} calls already in it).", flush=True)
+    calls: Future = Future()
     paths = [path for path in notebook_paths() if path.name not in OWN_RECORDING]
-    with ThreadPoolExecutor(len(paths)) as pool:
-        runs = [pool.submit(execute, path, calls) for path in paths]  # kernels start meanwhile
-        try:
-            run_every_call()
-        except TypeSafeError as error:
-            calls.set_exception(error)
-            print(describe_api_failure(error), file=sys.stderr)
-            print(f"{len(read_recording(output))} calls are recorded; run again to resume.",
-                  file=sys.stderr)
-            return 1
+    try:
+        runs = [in_background(execute, path, calls) for path in paths]  # kernels start meanwhile
+        run_every_call()
         calls.set_result(None)
-        notebooks = [run.result() for run in runs]
-    notebooks_out.mkdir(parents=True, exist_ok=True)
-    for path, notebook in zip(paths, notebooks, strict=True):
-        nbformat.write(notebook, notebooks_out / path.name)
+        notebooks = wait_for_all(runs)
+        notebooks_out.mkdir(parents=True, exist_ok=True)
+        for path, notebook in zip(paths, notebooks, strict=True):
+            nbformat.write(notebook, notebooks_out / path.name)
+    except BaseException as error:  # noqa: BLE001 - every way out stops the run the same way
+        with _ignoring_ctrl_c():
+            return stop(error, calls, output, notebooks_out)
     print(f"Notebooks run on it: {shown_path(notebooks_out)}/\n")
     print("\n".join(compare(read_recording(output))))
     return 0
+
+
+@contextlib.contextmanager
+def _ignoring_ctrl_c():
+    """A second Ctrl-C must not interrupt the (short) clean-up of the first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path) -> int:
+    """Stop everything still running, and say in one line what failed, what was kept, what next."""
+    if not calls.done():
+        calls.set_exception(RecordingStopped("the recording run was stopped"))
+    global _stopped
+    _stopped = True
+    complete = stop_writing(output)  # waits for a write in progress; refuses every later one
+    stop_kernels()
+    try:
+        kept = f"{len(read_recording(output))} answers are kept in {shown_path(output)}"
+    except RecordingError as unreadable:
+        kept = f"the new recording cannot be read now ({unreadable})"
+    if not complete:
+        kept += " (a write was still in progress: check the file)"
+    print(redact(f"Recording stopped: {what_failed(error, notebooks_out)}. {kept}; fix the cause "
+                 "and run `make record` again to resume from there."), file=sys.stderr)
+    return 130 if isinstance(error, KeyboardInterrupt) else 1
+
+
+def what_failed(error: BaseException, notebooks_out: Path) -> str:
+    from nbclient.exceptions import CellExecutionError
+    from typesafe_sdk import TypeSafeError
+
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(error, TypeSafeError):
+        return describe_api_failure(error).removesuffix(".")
+    if isinstance(error, RecordingError):
+        return str(error).removesuffix(".")
+    if isinstance(error, CellExecutionError):
+        name = getattr(error, "ename", type(error).__name__)
+        return f"a notebook failed on the new recording ({name}: {getattr(error, 'evalue', '')})"
+    if isinstance(error, OSError):
+        where = f" {error.filename}" if error.filename else f" under {shown_path(notebooks_out)}"
+        return f"could not write{where}: {error.strerror or error}"
+    return f"{type(error).__name__}: {error}"
+
+
+def stop_kernels() -> None:
+    """End the notebook kernels this process started (they run in sessions of their own).
+
+    Kernels are this process's only child processes. They would also exit on their own once
+    this process has gone (ipykernel watches its parent), but not before a second or more.
+    """
+    children = _child_pids()
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    while children and time.monotonic() < deadline:
+        children = [pid for pid in children if _alive(pid)]
+        time.sleep(0.05)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _child_pids() -> list[int]:
+    me, children = os.getpid(), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                children.append(int(entry.name))
+    return children
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def dry_run(output: Path) -> int:
@@ -204,6 +357,8 @@ def accept(new_path: Path, recording: Path = RECORDING_PATH,
 
 
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, `stop` explains
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="list what would go live")
     parser.add_argument("--accept", action="store_true", help="replace the committed recording")
@@ -221,4 +376,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if _stopped:
+        # Abandoned calls and nbclient's exit handlers would otherwise hold the process for
+        # seconds; everything worth keeping is already on disk (stop_writing saw to that).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

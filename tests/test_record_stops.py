@@ -1,0 +1,219 @@
+"""`make record` stops cleanly: any failure, or Ctrl-C, ends it within seconds with one line.
+
+Each test runs `python -m tools.record` against the loopback server, makes it fail one way, and
+checks the run ended promptly, said what failed, kept every answer written before, stopped its
+notebook kernels and left no temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from memorybook.config import RECORDING_PATH
+from tests.helpers import REPO_ROOT
+from tools.loopback_server import LoopbackSystemOne
+
+CANARY_KEY = "canary-sk-5d1c8e2a9b7f4063"
+COMMITTED = json.loads(RECORDING_PATH.read_text(encoding="utf-8"))
+STOP_BOUND = 2.0  # seconds from Ctrl-C to the process having exited (issue 8)
+FAILURE_BOUND = 10.0  # seconds from a failure to the process having exited ("within seconds")
+
+# Runs tools.record as `make record` does, after replacing os.replace (the recording's last write
+# step) with one that fails from the (FAIL_AFTER+1)th call on with the errno in FAIL_ERRNO.
+INJECTED = textwrap.dedent("""
+    import errno, os, runpy
+    real_replace, calls = os.replace, [0]
+    def failing_replace(source, target):
+        calls[0] += 1
+        if calls[0] > int(os.environ["FAIL_AFTER"]):
+            code = getattr(errno, os.environ["FAIL_ERRNO"])
+            raise OSError(code, os.strerror(code), str(target))
+        real_replace(source, target)
+    os.replace = failing_replace
+    runpy.run_module("tools.record", run_name="__main__")
+""")
+
+
+def environment(base_url: str, output: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
+    return {**env, "TYPESAFE_API_KEY": CANARY_KEY, "TYPESAFE_ENDPOINT": base_url,
+            "MEMORYBOOK_LIVE_IN_CI": "1", **extra}
+
+
+@contextlib.contextmanager
+def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: bool = False,
+                  **extra: str):
+    """A `tools.record` process, killed (with every kernel it started) whatever happens."""
+    arguments = ["--output", str(output), "--notebooks-out", str(notebooks)]
+    command = ([sys.executable, "-c", INJECTED, *arguments] if injected
+               else [sys.executable, "-m", "tools.record", *arguments])
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment(base_url, output, **extra),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+        for pid in kernels_of(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def kernels_of(pid: int) -> list[int]:
+    """Processes started with JPY_PARENT_PID=pid: the notebook kernels that process launched."""
+    marker = f"JPY_PARENT_PID={pid}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def wait_until(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what} after {seconds} s")
+        time.sleep(0.02)
+
+
+def entries(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def finished(process: subprocess.Popen, bound: float) -> tuple[float, str]:
+    """Wait (at most `bound` s plus slack to report it) and return (seconds taken, stderr)."""
+    start = time.monotonic()
+    try:
+        _, stderr = process.communicate(timeout=bound + 30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running {bound + 30} s after it should have stopped")
+    return time.monotonic() - start, stderr
+
+
+def assert_stopped_cleanly(process: subprocess.Popen, stderr: str, folder: Path) -> None:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Recording stopped: "), stderr
+    assert "run `make record` again to resume" in lines[0]
+    assert "Traceback" not in stderr and CANARY_KEY not in stderr
+    assert process.returncode != 0
+    assert kernels_of(process.pid) == [], "a notebook kernel outlived the run"
+    assert [p.name for p in folder.glob(".*")] == [], "temporary files were left behind"
+
+
+def test_ctrl_c_stops_a_recording_within_two_seconds_and_keeps_every_answer(tmp_path):
+    output, folder = tmp_path / "out" / "new.json", tmp_path / "out"
+    with LoopbackSystemOne(RECORDING_PATH, latency=0.5) as server, \
+            recording_run(server.base_url, output, tmp_path / "nb") as run:
+        wait_until(lambda: len(entries(output)) >= 3, 120, "three recorded answers")
+        wait_until(lambda: len(kernels_of(run.pid)) > 0, 60, "the notebook kernels to start")
+        kept_before = entries(output)
+        run.send_signal(signal.SIGINT)
+        took, stderr = finished(run, STOP_BOUND)
+    assert took < STOP_BOUND, f"Ctrl-C took {took:.1f} s to stop the run"
+    assert run.returncode == 130
+    assert "Recording stopped: interrupted (Ctrl-C)" in stderr
+    assert_stopped_cleanly(run, stderr, folder)
+    kept = entries(output)
+    assert kept_before.items() <= kept.items(), "an answer written before Ctrl-C was lost"
+    assert f"{len(kept)} answers are kept in {output}" in stderr
+    assert kept.items() <= COMMITTED.items()
+
+
+@pytest.mark.parametrize("errno_name, cause", [("ENOSPC", "No space left on device"),
+                                               ("EROFS", "Read-only file system")])
+def test_a_write_failure_stops_the_recording_and_keeps_what_was_written(
+        tmp_path, errno_name, cause):
+    output, folder = tmp_path / "out" / "new.json", tmp_path / "out"
+    with LoopbackSystemOne(RECORDING_PATH, latency=0.2) as server, \
+            recording_run(server.base_url, output, tmp_path / "nb", injected=True,
+                          FAIL_AFTER="4", FAIL_ERRNO=errno_name) as run:
+        wait_until(lambda: len(entries(output)) >= 4, 120, "four recorded answers")
+        took, stderr = finished(run, FAILURE_BOUND)
+    assert took < FAILURE_BOUND
+    assert f"Could not write the recording {output}: {cause}" in stderr
+    assert_stopped_cleanly(run, stderr, folder)
+    kept = entries(output)
+    assert len(kept) == 4 and kept.items() <= COMMITTED.items()
+    assert "4 answers are kept" in stderr
+
+
+def test_a_recording_corrupted_mid_run_stops_it_and_is_left_as_it_is(tmp_path):
+    output, folder = tmp_path / "out" / "new.json", tmp_path / "out"
+    with LoopbackSystemOne(RECORDING_PATH, latency=0.3) as server, \
+            recording_run(server.base_url, output, tmp_path / "nb") as run:
+        wait_until(lambda: len(entries(output)) >= 2, 120, "two recorded answers")
+        output.write_text("{corrupted", encoding="utf-8")
+        took, stderr = finished(run, FAILURE_BOUND)
+    assert took < FAILURE_BOUND
+    assert f"The recording {output} is not valid JSON" in stderr
+    assert_stopped_cleanly(run, stderr, folder)
+    assert output.read_text(encoding="utf-8") == "{corrupted"
+
+
+def test_a_failing_api_call_stops_the_kernels_and_the_other_customer(tmp_path):
+    output, folder = tmp_path / "out" / "new.json", tmp_path / "out"
+    with LoopbackSystemOne(RECORDING_PATH, latency=0.3) as server:
+        with recording_run(server.base_url, output, tmp_path / "nb") as run:
+            wait_until(lambda: len(entries(output)) >= 2, 120, "two recorded answers")
+            server.failure = "unauthorized"  # every later request is refused
+            took, stderr = finished(run, FAILURE_BOUND)
+    assert took < FAILURE_BOUND
+    assert "Live call failed: the API refused the key (HTTP 401)" in stderr
+    assert_stopped_cleanly(run, stderr, folder)
+    assert len(entries(output)) >= 2
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 16 KiB tmpfs (too small for two copies of the recording); skipped without mount rights."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
+    output = small_tmpfs / "new.json"
+    with LoopbackSystemOne(RECORDING_PATH) as server, \
+            recording_run(server.base_url, output, tmp_path / "nb") as run:
+        took, stderr = finished(run, 120)
+    assert f"Could not write the recording {output}: No space left on device" in stderr
+    assert_stopped_cleanly(run, stderr, small_tmpfs)
+    kept = entries(output)
+    assert kept and kept.items() <= COMMITTED.items()
+    assert f"{len(kept)} answers are kept" in stderr
+
+
+def test_a_read_only_output_folder_stops_the_recording_cleanly(tmp_path, small_tmpfs):
+    remounted = subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)],
+                               capture_output=True, text=True)
+    assert remounted.returncode == 0, remounted.stderr
+    output = small_tmpfs / "new.json"
+    with LoopbackSystemOne(RECORDING_PATH) as server, \
+            recording_run(server.base_url, output, tmp_path / "nb") as run:
+        took, stderr = finished(run, 120)
+    assert f"Could not write the recording {output}: Read-only file system" in stderr
+    assert_stopped_cleanly(run, stderr, small_tmpfs)
+    assert not output.exists()

@@ -1,0 +1,303 @@
+"""A damaged recording, a failing disk, bad settings: each stops with an error that names it.
+
+Every answer is checked when it is looked up, against the questions of the call that asked for
+it; what needs no questions is checked when the file is read. Writes that fail name the file and
+the cause, keep its mode, and leave no temporary file.
+"""
+
+from __future__ import annotations
+
+import copy
+import errno
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memorybook import recording
+from memorybook.config import (
+    RECORDING_PATH,
+    REPO_ROOT,
+    ConfigError,
+    load_data,
+    restore_hint,
+    timeout_seconds,
+)
+from memorybook.recording import RecordingError, cache_key, open_recording, read_recording
+from tests.helpers import run_python
+
+COMMITTED = read_recording(RECORDING_PATH)
+STATE = {"customer": {"id": "C-1042", "company": "Acme Corp"},
+         "ticket": {"id": "T-201", "subject": "Slow dashboards"}}
+ROUTE = {"team": {"type": "choice", "instructions": "Which team?",
+                  "criteria": {"cloud_ops": "Cloud", "billing": "Billing", "general": "Other"}}}
+GATE = {"remember": {"type": "noul", "instructions": "Lasting fact?"}}
+GOOD = {
+    "route": {"model": "jev-1.14.0", "usage": {"input_tokens": 600, "output_tokens": 9},
+              "answers": {"team": {"type": "choice", "choice": "cloud_ops", "confidence": 0.7,
+                                   "probabilities": {"cloud_ops": 0.8, "billing": 0.1,
+                                                     "general": 0.1}}}},
+    "gate": {"model": "jev-1.14.0", "usage": {"input_tokens": 650, "output_tokens": 11},
+             "answers": {"remember": {"type": "noul", "noul": 0.02}}},
+}
+QUESTIONS = {"route": ROUTE, "gate": GATE}
+
+
+def set_field(entry: dict, dotted: str, value: object) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        entry = entry[part]
+    if value is DELETE:
+        del entry[last]
+    else:
+        entry[last] = value
+
+
+DELETE = object()
+# (call, field changed, new value, the field the error must name)
+ANSWER_DAMAGE = {
+    "team not an option": ("route", "answers.team.choice", "pizza_team", "answers.team.choice"),
+    "probability 7.5": ("route", "answers.team.probabilities.cloud_ops", 7.5,
+                        "answers.team.probabilities.cloud_ops"),
+    "probability 'abc'": ("route", "answers.team.probabilities.billing", "abc",
+                          "answers.team.probabilities.billing"),
+    "negative probability": ("route", "answers.team.probabilities.general", -0.1,
+                             "answers.team.probabilities.general"),
+    "probabilities sum to 1.3": ("route", "answers.team.probabilities.general", 0.4,
+                                 "answers.team.probabilities"),
+    "an option missing": ("route", "answers.team.probabilities.general", DELETE,
+                          "answers.team.probabilities"),
+    "no confidence": ("route", "answers.team.confidence", DELETE, "answers.team.confidence"),
+    "confidence 'high'": ("route", "answers.team.confidence", "high", "answers.team.confidence"),
+    "choice answer to a noul": ("gate", "answers.remember", GOOD["route"]["answers"]["team"],
+                                "answers.remember.type"),
+    "noul 1.5": ("gate", "answers.remember.noul", 1.5, "answers.remember.noul"),
+    "noul 'abc'": ("gate", "answers.remember.noul", "abc", "answers.remember.noul"),
+    "noul missing": ("gate", "answers.remember.noul", DELETE, "answers.remember.noul"),
+    "another question answered": ("gate", "answers.other", {"type": "noul", "noul": 0.5},
+                                  "answers.other"),
+}
+SHAPE_DAMAGE = {
+    "entry is a string": (None, None, "not an object"),
+    "no usage": ("usage", DELETE, "usage"),
+    "usage not an object": ("usage", 12, "usage"),
+    "token count 'many'": ("usage.input_tokens", "many", "usage.input_tokens"),
+    "no model": ("model", DELETE, "model"),
+    "no answers": ("answers", DELETE, "answers"),
+    "answer not an object": ("answers.team", "cloud_ops", "answers.team"),
+}
+
+
+def recording_with(tmp_path: Path, call: str, entry: object) -> tuple[Path, tuple[str, str, str]]:
+    args = ("jev-1.14.0", json.dumps(STATE), json.dumps(QUESTIONS[call]))
+    path = tmp_path / "json_cache.json"
+    path.write_text(json.dumps({cache_key(*args): entry}, indent=2), encoding="utf-8")
+    return path, args
+
+
+def replay(path: Path, args: tuple[str, str, str]) -> dict:
+    cache = open_recording(path)
+
+    @cache
+    def _system_one(model: str, state: str, questions: str) -> dict:
+        raise AssertionError("a recorded call went live")
+
+    return _system_one(*args)
+
+
+@pytest.mark.parametrize("call", GOOD)
+def test_a_sound_answer_replays(tmp_path, call):
+    path, args = recording_with(tmp_path, call, GOOD[call])
+    assert replay(path, args) == GOOD[call]
+
+
+@pytest.mark.parametrize("damage", ANSWER_DAMAGE)
+def test_a_damaged_answer_stops_the_call_naming_file_call_and_field(tmp_path, damage):
+    call, field, value, named = ANSWER_DAMAGE[damage]
+    entry = copy.deepcopy(GOOD[call])
+    set_field(entry, field, value)
+    path, args = recording_with(tmp_path, call, entry)
+    with pytest.raises(RecordingError) as raised:
+        replay(path, args)
+    message = str(raised.value)
+    assert str(path) in message
+    assert "ticket T-201" in message and "customer C-1042" in message
+    assert f"`{named}" in message
+
+
+@pytest.mark.parametrize("damage", SHAPE_DAMAGE)
+def test_a_damaged_entry_is_refused_when_the_file_is_read(tmp_path, damage):
+    field, value, named = SHAPE_DAMAGE[damage]
+    entry = "cloud_ops 0.99"
+    if field is not None:
+        entry = copy.deepcopy(GOOD["route"])
+        set_field(entry, field, value)
+    path, args = recording_with(tmp_path, "route", entry)
+    with pytest.raises(RecordingError) as raised:
+        open_recording(path)
+    message = str(raised.value)
+    assert str(path) in message and cache_key(*args)[:20] in message
+    assert named in message
+
+
+def test_the_committed_recording_passes_every_check():
+    for key, entry in COMMITTED.items():
+        assert recording.entry_shape_problem(entry) is None, key
+
+
+NOTEBOOK_ONE_CALL = """
+    from memorybook.routing import ROUTE, ask, later_state
+    answer = ask(later_state("C-1042", 0), ROUTE)
+    print("plain Jev ->", answer.answers["team"].choice)
+"""
+
+
+def test_a_damaged_committed_entry_stops_notebook_one(tmp_path):
+    result = run_python("from memorybook.routing import ROUTE, ask, later_state\n"
+                        "import json, sys\n"
+                        "from memorybook.recording import cache_key\n"
+                        "from memorybook.config import TYPESAFE_MODEL\n"
+                        "q = {k: v.model_dump(mode='json', exclude_none=True) "
+                        "for k, v in ROUTE.items()}\n"
+                        "print(cache_key(TYPESAFE_MODEL, json.dumps(later_state('C-1042', 0)), "
+                        "json.dumps(q)))")
+    assert result.returncode == 0, result.stderr
+    key = result.stdout.strip()
+    damaged = copy.deepcopy(COMMITTED)
+    damaged[key]["answers"]["team"]["choice"] = "pizza_team"
+    damaged[key]["answers"]["team"]["probabilities"]["cloud_ops"] = 0.99
+    path = tmp_path / "json_cache.json"
+    path.write_text(json.dumps(damaged, indent=2), encoding="utf-8")
+    result = run_python(NOTEBOOK_ONE_CALL, MEMORYBOOK_RECORDING=str(path))
+    assert result.returncode != 0
+    assert "pizza_team" not in result.stdout
+    assert "RecordingError" in result.stderr and str(path) in result.stderr
+    assert "ticket T-201" in result.stderr and "customer C-1042" in result.stderr
+    assert "`answers.team.choice` is 'pizza_team'" in result.stderr
+
+
+# -- writes ----------------------------------------------------------------------------------
+
+
+def write_one(path: Path) -> None:
+    cache = open_recording(path)
+
+    @cache
+    def _system_one(model: str, state: str, questions: str) -> dict:
+        return GOOD["gate"]
+
+    _system_one("jev-1.14.0", json.dumps(STATE), json.dumps(GATE))
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o664])
+def test_a_write_keeps_the_files_mode(tmp_path, mode):
+    path = tmp_path / "json_cache.json"
+    path.write_text("{}", encoding="utf-8")
+    path.chmod(mode)
+    write_one(path)
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert len(read_recording(path)) == 1
+
+
+def test_a_new_file_gets_the_usual_mode(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        write_one(tmp_path / "json_cache.json")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "json_cache.json").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("failing, errno_name", [
+    ("replace", "ENOSPC"), ("replace", "EROFS"), ("fsync", "ENOSPC"), ("fsync", "EIO"),
+])
+def test_a_failed_write_is_a_recording_error_and_leaves_nothing_behind(
+        tmp_path, monkeypatch, failing, errno_name):
+    path = tmp_path / "json_cache.json"
+    path.write_text("{}", encoding="utf-8")
+    path.chmod(0o644)
+    code = getattr(errno, errno_name)
+
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(recording.os, failing, fail)
+    with pytest.raises(RecordingError) as raised:
+        write_one(path)
+    assert f"Could not write the recording {path}: {os.strerror(code)}" in str(raised.value)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["json_cache.json",
+                                                          "json_cache.json.lock"]
+    assert path.read_text(encoding="utf-8") == "{}"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_temporary_recording_files_are_ignored_by_git():
+    for name in (".json_cache.json.k2v9x1", ".json_cache.new.json.abc_12"):
+        ignored = subprocess.run(["git", "check-ignore", "-q", f"json_cache/{name}"],
+                                 cwd=REPO_ROOT)
+        assert ignored.returncode == 0, name
+
+
+# -- hints, data and settings --------------------------------------------------------------
+
+
+def test_git_checkout_is_only_suggested_for_files_of_the_repository(tmp_path):
+    assert "git checkout -- json_cache/json_cache.json" in restore_hint(RECORDING_PATH)
+    assert restore_hint(tmp_path / "json_cache.json") == ""
+    outside = tmp_path / "json_cache.json"
+    outside.write_text("{broken", encoding="utf-8")
+    with pytest.raises(RecordingError) as raised:
+        read_recording(outside)
+    assert "git checkout" not in str(raised.value) and str(outside) in str(raised.value)
+
+
+def test_a_broken_tickets_file_names_itself_and_the_position(tmp_path):
+    broken = tmp_path / "tickets.json"
+    broken.write_text('{"customers": {\n  "C-1042": ,\n}}', encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_data(broken)
+    assert str(broken) in str(raised.value) and "line 2, column 13" in str(raised.value)
+    assert load_data()["customers"]  # the real file still loads
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "  "])
+def test_a_bad_timeout_setting_is_named_with_its_value(monkeypatch, value):
+    monkeypatch.setenv("MEMORYBOOK_TIMEOUT_SECONDS", value)
+    if not value.strip():
+        assert timeout_seconds() == 120
+        return
+    with pytest.raises(ConfigError, match=f"MEMORYBOOK_TIMEOUT_SECONDS='{value}'"):
+        timeout_seconds()
+
+
+def test_a_good_timeout_setting_is_used(monkeypatch):
+    monkeypatch.setenv("MEMORYBOOK_TIMEOUT_SECONDS", "2.5")
+    assert timeout_seconds() == 2.5
+    monkeypatch.delenv("MEMORYBOOK_TIMEOUT_SECONDS")
+    assert timeout_seconds() == 120
+
+
+def test_a_bad_timeout_stops_a_live_notebook_at_import_with_a_clear_error():
+    result = run_python("import memorybook.routing", TYPESAFE_API_KEY="sk-test",
+                        MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="abc")
+    assert result.returncode != 0
+    assert "ConfigError: MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive number" in result.stderr
+
+
+def test_a_live_answer_that_fails_the_checks_is_not_recorded(tmp_path):
+    path = tmp_path / "json_cache.json"
+    cache = open_recording(path)
+    wrong = copy.deepcopy(GOOD["gate"])
+    wrong["answers"]["remember"]["noul"] = 1.5
+
+    @cache
+    def _system_one(model: str, state: str, questions: str) -> dict:
+        return wrong
+
+    with pytest.raises(RecordingError, match="answers.remember.noul"):
+        _system_one("jev-1.14.0", json.dumps(STATE), json.dumps(GATE))
+    assert not path.exists()

@@ -1,0 +1,121 @@
+"""No secret leaves the process: the API key and Authorization values are redacted everywhere.
+
+The loopback server's echo mode repeats the request's headers (the key included) in its error
+answers, as a misconfigured proxy does; every message and file the project then writes is
+searched for the key.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memorybook.config import RECORDING_PATH
+from memorybook.live import redact
+from memorybook.recording import RecordingError
+from tests.helpers import REPO_ROOT
+from tools.loopback_server import LoopbackSystemOne
+
+CANARY_KEY = "canary-sk-0b9e7d3f61a24c58"
+
+
+def live_env(base_url: str, recording: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
+    return {**env, "TYPESAFE_API_KEY": CANARY_KEY, "TYPESAFE_ENDPOINT": base_url,
+            "MEMORYBOOK_LIVE_IN_CI": "1", "MEMORYBOOK_RECORDING": str(recording),
+            "MEMORYBOOK_TIMEOUT_SECONDS": "5"}
+
+
+@pytest.mark.parametrize("text, kept", [
+    (f"key {CANARY_KEY} here", "key [redacted] here"),
+    (f'{{"authorization": "Bearer {CANARY_KEY}"}}', '{"authorization": "[redacted]"}'),
+    ("{'Authorization': 'Basic dXNlcjpwYXNz'}", "{'Authorization': '[redacted]'}"),
+    ("Authorization: Bearer other-token\r\nHost: x", "Authorization: [redacted]\r\nHost: x"),
+    ('{\\"authorization\\": \\"Bearer x1\\"}', '{\\"authorization\\": \\"[redacted]\\"}'),
+    ("sent bearer abc.def.ghi to it", "sent bearer [redacted] to it"),
+    ("nothing secret: make record", "nothing secret: make record"),
+])
+def test_redact_replaces_the_key_and_every_authorization_value(monkeypatch, text, kept):
+    monkeypatch.setenv("TYPESAFE_API_KEY", CANARY_KEY)
+    assert redact(text) == kept
+
+
+def test_redacting_twice_changes_nothing_more(monkeypatch):
+    monkeypatch.setenv("TYPESAFE_API_KEY", CANARY_KEY)
+    once = redact(f"{{'authorization': 'Bearer {CANARY_KEY}', 'x': 1}} Authorization: Bearer z")
+    assert once == "{'authorization': '[redacted]', 'x': 1} Authorization: [redacted]"
+    assert redact(once) == once
+
+
+def test_a_short_key_is_redacted_as_a_word_only(monkeypatch):
+    monkeypatch.setenv("TYPESAFE_API_KEY", "k")
+    assert redact("key k, make record") == "key [redacted], make record"
+
+
+def test_errors_the_project_raises_are_redacted(monkeypatch):
+    monkeypatch.setenv("TYPESAFE_API_KEY", CANARY_KEY)
+    assert CANARY_KEY not in str(RecordingError(f"the recording mentions {CANARY_KEY}"))
+
+
+ONE_LIVE_CALL = textwrap.dedent("""
+    from typesafe_sdk import TypeSafeError
+    from memorybook.live import describe_api_failure
+    from memorybook.routing import ROUTE, ask, later_state
+    try:
+        ask(later_state("C-1042", 0), ROUTE)
+    except TypeSafeError as error:
+        print(describe_api_failure(error))
+""")
+ECHOED = ["bad_request", "unprocessable", "unauthorized", "server_error", "rate_limit"]
+
+
+@pytest.mark.parametrize("failure", ECHOED)
+def test_a_failed_call_whose_answer_echoes_the_key_never_shows_it(tmp_path, failure):
+    with LoopbackSystemOne(RECORDING_PATH, failure=failure, echo_headers=True,
+                           retry_after_ms=10) as server:
+        result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT,
+                                env=live_env(server.base_url, tmp_path / "new.json"),
+                                capture_output=True, text=True, timeout=120)
+        echoed = [request["headers"].get("authorization") for request in server.requests]
+    assert echoed and all(CANARY_KEY in value for value in echoed), "the key was not sent"
+    assert result.returncode == 0, result.stderr
+    assert "Live call failed" in result.stdout
+    assert CANARY_KEY not in result.stdout + result.stderr
+    if failure in ("bad_request", "unprocessable"):  # their message carries the echoed body
+        assert "'authorization': '[redacted]'" in result.stdout
+
+
+def test_make_record_never_reports_or_writes_the_key(tmp_path):
+    command = [sys.executable, "-m", "tools.record", "--output", str(tmp_path / "new.json"),
+               "--notebooks-out", str(tmp_path / "notebooks")]
+    with LoopbackSystemOne(RECORDING_PATH, failure="bad_request", echo_headers=True) as server:
+        result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
+                                timeout=300, env=live_env(server.base_url, tmp_path / "new.json"))
+    assert result.returncode == 1
+    assert "Live call failed: the API refused the request (HTTP 400)" in result.stderr
+    assert "'authorization': '[redacted]'" in result.stderr
+    assert CANARY_KEY not in result.stdout + result.stderr
+    for path in tmp_path.rglob("*"):
+        assert not path.is_file() or CANARY_KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_notebook_saved_after_an_echoing_failure_holds_no_key(tmp_path):
+    notebook = REPO_ROOT / "notebooks" / "01_plain_routing.ipynb"
+    saved = tmp_path / "executed.ipynb"
+    command = [sys.executable, "-m", "jupyter", "nbconvert", "--execute", "--allow-errors",
+               "--to", "notebook", "--output", str(saved), str(notebook)]
+    with LoopbackSystemOne({}, failure="bad_request", echo_headers=True) as server:
+        result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
+                                timeout=300, env=live_env(server.base_url, tmp_path / "new.json"))
+        sent = len(server.requests)
+    assert result.returncode == 0, result.stderr
+    assert sent > 0, "the notebook made no live call"
+    text = saved.read_text(encoding="utf-8")
+    assert "Live call failed: the API refused the request (HTTP 400)" in text
+    assert "[redacted]" in text
+    assert CANARY_KEY not in text and CANARY_KEY not in result.stdout + result.stderr
