@@ -338,9 +338,7 @@ def check_answer(entry: object, model: str, state_json: str, questions_json: str
     problem = answer_problem(entry, questions)
     if problem is None:
         return
-    from memorybook.replay import describe_call
-
-    call = describe_call({"state": state, "questions": questions, "model": model})
+    call = describe_call(state, questions)
     raise RecordingError(
         f"The recording {shown_path(path)} holds a damaged answer for {call}: {problem}. "
         f"Remove that entry (key {_short(cache_key(model, state_json, questions_json))}) and "
@@ -439,10 +437,56 @@ def recorded_noul_answers(question_id: str) -> list[RecordedAnswer]:
     for key, entry in sorted(entries.items()):
         if question_id not in entry["answers"] or key not in provenance:
             continue
-        state = provenance[key]["request"]["state"]
-        ticket = (state.get("request") or state)["ticket"]["id"]
+        ticket = ticket_of(provenance[key]["request"]["state"]).get("id", "?")
         field = f"answers.{question_id}.noul"
         origin = ("published" if field in provenance[key]["published"]
                   else f"filled: {provenance[key]['filled'][field]}")
         answers.append(RecordedAnswer(ticket, entry["answers"][question_id]["noul"], origin))
     return answers
+
+
+def describe_call(state, questions: dict) -> str:
+    """A reader's name for one request: which question, about which ticket, with which memories."""
+    ticket, customer = ticket_of(state), customer_of(state)
+    memories = memory_ids_in(state)
+    with_memories = f", with the memories {', '.join(memories)}" if memories else ""
+    return (f"the question{'s' if len(questions) != 1 else ''} {', '.join(map(repr, questions))}"
+            f" about ticket {ticket.get('id', '?')} ({ticket.get('subject', 'no subject')!r}) "
+            f"of customer {customer.get('id', '?')}{with_memories}")
+
+
+def ticket_of(state) -> dict:
+    """The ticket a request is about: the state's own, or, for the gate, its request's."""
+    state = state if isinstance(state, dict) else {}
+    request = state.get("request") if isinstance(state.get("request"), dict) else {}
+    ticket = state.get("ticket") or request.get("ticket")
+    return ticket if isinstance(ticket, dict) else {}
+
+
+def customer_of(state) -> dict:
+    """The customer a request is about, found the same way as its ticket."""
+    state = state if isinstance(state, dict) else {}
+    request = state.get("request") if isinstance(state.get("request"), dict) else {}
+    customer = state.get("customer") or request.get("customer")
+    return customer if isinstance(customer, dict) else {}
+
+
+def is_memory_list(value) -> bool:
+    """Whether a value is a list of saved memories (each a request with Jev's answer)."""
+    return (isinstance(value, list) and bool(value)
+            and all(isinstance(item, dict) and "request" in item for item in value))
+
+
+def memory_ticket_ids(memories) -> list[str]:
+    """The ticket ids of a list of memories, in order."""
+    if not isinstance(memories, list):
+        return []
+    return [str(ticket_of(memory).get("id", "?")) for memory in memories]
+
+
+def memory_ids_in(state) -> list[str]:
+    """The ticket ids of the memories a state carries, under whatever key."""
+    if not isinstance(state, dict):
+        return []
+    return [ticket_id for value in state.values() if is_memory_list(value)
+            for ticket_id in memory_ticket_ids(value)]

@@ -24,7 +24,15 @@ from memorybook.config import (
     shown_path,
 )
 from memorybook.live import describe_api_failure, redact
-from memorybook.recording import RecordingError, cache_key, recorded_requests
+from memorybook.recording import (
+    RecordingError,
+    cache_key,
+    describe_call,
+    is_memory_list,
+    memory_ticket_ids,
+    recorded_requests,
+    ticket_of,
+)
 
 
 class RecordingMissError(RecordingError):
@@ -99,16 +107,6 @@ def explain_miss(body: dict, reason: str) -> RecordingMissError:
     )
 
 
-def describe_call(state, questions: dict) -> str:
-    """A reader's name for one request: which question, about which ticket, with which memories."""
-    ticket, customer = _ticket(state), _customer(state)
-    memories = _memory_ids(state)
-    with_memories = f", with the memories {', '.join(memories)}" if memories else ""
-    return (f"the question{'s' if len(questions) != 1 else ''} {', '.join(map(repr, questions))}"
-            f" about ticket {ticket.get('id', '?')} ({ticket.get('subject', 'no subject')!r}) "
-            f"of customer {customer.get('id', '?')}{with_memories}")
-
-
 def likely_reasons(state, questions: dict, model: str | None) -> list[str]:
     """Why a call missed, found by comparing it with the requests behind the recorded answers."""
     recorded = recorded_requests()
@@ -117,9 +115,9 @@ def likely_reasons(state, questions: dict, model: str | None) -> list[str]:
         return [f"The collection makes this call, but {shown_path(recording_path())} lacks its "
                 f"answer: the file was changed or replaced. Restore it (`git checkout -- "
                 f"json_cache/json_cache.json`) or record the collection again (`make record`)."]
-    ticket_id = _ticket(state).get("id")
+    ticket_id = ticket_of(state).get("id")
     alike = [request for request in recorded.values()
-             if _ticket(request["state"]).get("id") == ticket_id
+             if ticket_of(request["state"]).get("id") == ticket_id
              and sorted(request["questions"]) == sorted(questions)]
     if not alike:
         return [f"No recorded call asks {', '.join(map(repr, questions))} about ticket "
@@ -132,7 +130,7 @@ def likely_reasons(state, questions: dict, model: str | None) -> list[str]:
 def differences(ours, theirs, path: str = "") -> list[tuple[str, object, object]]:
     """Where two JSON values differ: (path, ours, theirs), outermost first; a list of memories
     is compared as a whole, since which memories it holds is what a reader needs to know."""
-    if _is_memory_list(ours) or _is_memory_list(theirs):
+    if is_memory_list(ours) or is_memory_list(theirs):
         return [] if ours == theirs else [(path, ours, theirs)]
     if isinstance(ours, dict) and isinstance(theirs, dict):
         found = []
@@ -152,9 +150,9 @@ _ABSENT = object()
 
 
 def _explain(path: str, ours, theirs) -> str:
-    if _is_memory_list(ours) or _is_memory_list(theirs):
-        mine = ", ".join(_ids(ours)) or "none"
-        recorded = ", ".join(_ids(theirs)) or "none"
+    if is_memory_list(ours) or is_memory_list(theirs):
+        mine = ", ".join(memory_ticket_ids(ours)) or "none"
+        recorded = ", ".join(memory_ticket_ids(theirs)) or "none"
         return (f"Memories: this call carries {mine}; the recorded one carried {recorded}. "
                 f"{_why_memories_differ()}")
     if path.startswith("questions"):
@@ -203,38 +201,6 @@ def how_to_record(reason: str) -> str:
 def _short(value) -> str:
     text = json.dumps(value, ensure_ascii=False) if value is not _ABSENT else "absent"
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _ticket(state) -> dict:
-    state = state if isinstance(state, dict) else {}
-    request = state.get("request") if isinstance(state.get("request"), dict) else {}
-    ticket = state.get("ticket") or request.get("ticket")
-    return ticket if isinstance(ticket, dict) else {}
-
-
-def _customer(state) -> dict:
-    state = state if isinstance(state, dict) else {}
-    request = state.get("request") if isinstance(state.get("request"), dict) else {}
-    customer = state.get("customer") or request.get("customer")
-    return customer if isinstance(customer, dict) else {}
-
-
-def _is_memory_list(value) -> bool:
-    return (isinstance(value, list) and bool(value)
-            and all(isinstance(item, dict) and "request" in item for item in value))
-
-
-def _ids(memories) -> list[str]:
-    if not isinstance(memories, list):
-        return []
-    return [str(_ticket(memory).get("id", "?")) for memory in memories]
-
-
-def _memory_ids(state) -> list[str]:
-    if not isinstance(state, dict):
-        return []
-    return [ticket_id for value in state.values() if _is_memory_list(value)
-            for ticket_id in _ids(value)]
 
 
 def explain_failures_in_notebooks() -> None:
