@@ -18,7 +18,8 @@ from memorybook.config import (
     replay_only_reason,
     shown_path,
 )
-from memorybook.gate import GATE, REMEMBER_AT, as_memory
+import memorybook.gate
+from memorybook.gate import GATE, as_memory, kept
 from memorybook.memory import MEMORY_KEY, customer_id
 from memorybook.recording import open_recording
 from memorybook.routing import ROUTE, request_json
@@ -102,7 +103,7 @@ def ask_with_relevant_memory(state: dict, questions: dict,
     saved = relevant_memories(state, memories.recall(customer_id(state)), ask)
     response = ask({**state, MEMORY_KEY: saved} if saved else state, questions)
     memory = as_memory(state, questions, response)
-    if ask(memory, GATE).answers["remember"].noul >= REMEMBER_AT:
+    if kept(ask(memory, GATE).answers["remember"].noul):
         memories.save(customer_id(state), memory)
     return response
 
@@ -170,7 +171,7 @@ def ask_remembering_replies(state: dict, questions: dict, reply: Callable = rout
     saved = memories.recall(customer_id(state))
     response = ask({**state, MEMORY_KEY: saved} if saved else state, questions)
     memory, gate = gate_request_with_reply(state, questions, response, reply)
-    if ask(memory, gate).answers["remember"].noul >= REMEMBER_AT:
+    if kept(ask(memory, gate).answers["remember"].noul):
         memories.save(customer_id(state), memory)
     return response
 
@@ -201,7 +202,7 @@ def pick_threshold(pairs: list[tuple[float, bool]], misleading_cost: float = MIS
         misleading, missing = errors(t, pairs)
         return misleading * misleading_cost + missing * missing_cost
 
-    return min(candidates, key=lambda t: (cost(t), abs(t - REMEMBER_AT), t))
+    return min(candidates, key=lambda t: (cost(t), abs(t - memorybook.gate.REMEMBER_AT), t))
 
 
 def held_out_check(pairs: list[tuple[float, bool]], **costs: float) -> list[dict]:
