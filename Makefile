@@ -65,7 +65,8 @@ record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into json_cache/json_cach
 accept-recording: $(INSTALLED) ## After review: the new recording replaces the committed one
 	$(BIN)/python -m tools.record --accept
 
-benchmark: $(INSTALLED) ## Time the notebooks against empty ones, a live recording, and the store
+benchmark: $(INSTALLED) ## Time set-up, the notebooks and the test command, a live recording, the store
+	$(BIN)/python -m benchmarks.setup_benchmark
 	$(BIN)/python -m benchmarks.collection_benchmark
 	$(BIN)/python -m benchmarks.live_recording_benchmark
 	$(BIN)/python -m benchmarks.store_benchmark
