@@ -52,6 +52,30 @@ def pytest_runtest_teardown(item, nextitem):
             finished.write(f"{item.path.name}\n")
 
 
+# Files whose tests share one costly module-scoped fixture (one JupyterLab and one Chromium for
+# every notebook): each runs whole on one worker, like a notebook.
+RUN_WHOLE = {"tests/test_browser.py"}
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, absent under `-p no:xdist`
+def pytest_xdist_make_scheduler(config, log):
+    """How `make test` shares the work between its xdist workers.
+
+    A notebook's cells share one kernel, so a notebook goes whole to one worker, in order; so does
+    each file in RUN_WHOLE. Every other test is a unit of its own, so that a long file (the
+    live-mode tests) is spread over both workers instead of holding one up. (`--dist loadgroup`
+    would say the same with markers, but pytest-xdist 3.8 does not group under pytest 9.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebooksWhole(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") or path in RUN_WHOLE else nodeid
+
+    return NotebooksWhole(config, log)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "after_notebooks: runs after nbval has executed every notebook"

@@ -2,9 +2,10 @@
 # The README's test command (`make test`): every test, with the project's virtual environment.
 #
 # Two pytest runs share one scratch folder and one PostgreSQL server:
-#   1. every test but the `after_notebooks` ones, on two xdist workers. `--dist loadfile` hands
-#      out whole files: a notebook's cells run in order in one kernel on one worker, and a long
-#      test file (the browser test) runs on one worker while the other works through the rest;
+#   1. every test but the `after_notebooks` ones, on two xdist workers. conftest.py's scheduler
+#      hands out each notebook whole (its cells run in order in one kernel on one worker), the
+#      browser test file whole, and every other test on its own, so a long test runs on one
+#      worker while the other works through the rest;
 #   2. the `after_notebooks` tests alone, which read what every worker's kernels logged.
 # Arguments go to both runs (e.g. `tools/test.sh -q`, `tools/test.sh tests/test_store.py`).
 #
