@@ -61,6 +61,21 @@ def timed(command: list[str], cwd: Path) -> float:
     return time.perf_counter() - start
 
 
+def timed_test_command() -> float:
+    """One `tools/test.sh -q`, timed whatever its outcome; a failure is reported, not hidden."""
+    env = {k: v for k, v in os.environ.items() if k != "TYPESAFE_API_KEY"}
+    with tempfile.NamedTemporaryFile("w+", prefix="memorybook-test-command-", suffix=".log",
+                                     delete=False) as log:
+        start = time.perf_counter()
+        result = subprocess.run(["tools/test.sh", "-q"], cwd=REPO_ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+        seconds = time.perf_counter() - start
+    outcome = "passed" if result.returncode == 0 else f"FAILED (exit {result.returncode})"
+    print(f"  the test command: {seconds:.1f} s, {outcome}; its output: {log.name}",
+          file=sys.stderr)
+    return seconds
+
+
 def median_of(repeats: int, command: list[str], cwd: Path) -> float:
     return statistics.median(timed(command, cwd) for _ in range(repeats))
 
@@ -86,9 +101,11 @@ def main() -> None:
             "executing the notebooks (make run)": median_of(
                 args.repeats, [python, "-m", "tools.execute", *map(str, NOTEBOOKS)], REPO_ROOT),
         }
+    for what, seconds in results.items():
+        print(f"  {what}: {seconds:.1f} s", file=sys.stderr)
     if not args.skip_test_command:
-        results["the whole test command (make test)"] = median_of(
-            args.test_command_repeats, ["tools/test.sh", "-q"], REPO_ROOT)
+        results["the whole test command (make test)"] = statistics.median(
+            timed_test_command() for _ in range(args.test_command_repeats))
     floor = results["nbval, import-only twins (the floor)"]
     print(f"{platform.python_version()} on {os.cpu_count()} cores, {platform.machine()}; "
           f"{len(NOTEBOOKS)} notebooks; medians of {args.repeats} runs "
