@@ -27,8 +27,12 @@ $(UV):
 		--require-hashes -r $(VENV)/uv-pin.txt
 
 # Exactly the lock: uv removes whatever it does not list, then adds this project, editable.
-$(INSTALLED): requirements.txt pyproject.toml | $(UV)
-	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes requirements.txt
+# --compile-bytecode: uv, unlike pip, leaves no .pyc files by default, and where
+# PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every process, kernel and test
+# would then compile each module it imports again.
+$(INSTALLED): requirements.txt pyproject.toml Makefile | $(UV)
+	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes --compile-bytecode \
+		requirements.txt
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	touch $@
 
