@@ -11,7 +11,7 @@
 #
 # When PostgreSQL is installed and no server is named in MEMORYBOOK_TEST_PG_URL, a throwaway one
 # is started on 127.0.0.1 for the store tests. Without one those tests are skipped with the reason
-# shown, except in CI, where they fail. Whatever the outcome (pass, fail, Ctrl-C, kill), the server
+# shown, except in CI, where they fail. Whatever the outcome (pass, fail, Ctrl-C, SIGTERM), the server
 # is stopped before this script exits, and the script fails if the server is still running then.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +54,7 @@ fi
 
 pytest=(.venv/bin/python -m pytest)
 status=0
+# conftest.py's scheduler replaces --dist; loadfile (whole files) is what runs without it.
 "${pytest[@]}" -n 2 --dist loadfile -m "not after_notebooks" "$@" || status=$?
 after_status=0
 "${pytest[@]}" -p no:xdist -m after_notebooks "$@" || after_status=$?
