@@ -2,22 +2,45 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+UV := $(BIN)/uv
 INSTALLED := $(VENV)/.installed
+# JupyterLab refuses to run as root unless told it may (containers and CI run as root).
+AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test lab lint export recording record record-dry-run accept-recording \
-	benchmark clean
+.PHONY: help setup lock run test lab lint export recording record record-dry-run \
+	accept-recording benchmark clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@awk -F':.*## ' '/^[a-z-]+:.*## / { name[++n] = $$1; text[n] = $$2; \
+		if (length($$1) > width) width = length($$1) } \
+		END { for (i = 1; i <= n; i++) printf "  make %-" width "s   %s\n", name[i], text[i] }' \
+		$(MAKEFILE_LIST)
 
-$(INSTALLED): requirements.txt pyproject.toml
+# uv, at the version and hashes the lock pins, installed into .venv by the venv's own pip: the
+# one bootstrap step that needs nothing but python3.
+$(UV):
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt -e .
+	awk '/^uv==/ { found = 1 } found { print; if ($$0 !~ /\\$$/) exit }' requirements.txt \
+		>$(VENV)/uv-pin.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
+		--require-hashes -r $(VENV)/uv-pin.txt
+
+# Exactly the lock: uv removes whatever it does not list, then adds this project, editable.
+# --compile-bytecode: uv, unlike pip, leaves no .pyc files by default, and where
+# PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every process, kernel and test
+# would then compile each module it imports again.
+$(INSTALLED): requirements.txt pyproject.toml Makefile | $(UV)
+	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes --compile-bytecode \
+		requirements.txt
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
 	touch $@
 
-setup: $(INSTALLED) ## Create .venv and install the pinned requirements
+setup: $(INSTALLED) ## Create .venv and install exactly requirements.txt (the lock)
+
+lock: | $(UV) ## After editing requirements.in: pin it, and all it needs, in requirements.txt
+	$(UV) pip compile --quiet --generate-hashes --python-version 3.11 --python-platform linux \
+		--custom-compile-command 'make lock' requirements.in -o requirements.txt
 
 run: $(INSTALLED) ## Set up, run every notebook from the recording, print the headline results
 	$(BIN)/python -m tools.execute
@@ -26,7 +49,7 @@ test: $(INSTALLED) ## Run every test: nbval on each notebook, the recording, lin
 	tools/test.sh
 
 lab: $(INSTALLED) ## Open the notebooks in JupyterLab
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab $(AS_ROOT) notebooks/
 
 lint: $(INSTALLED) ## ruff on the code and the notebooks
 	$(BIN)/ruff check .
@@ -46,7 +69,8 @@ record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into json_cache/json_cach
 accept-recording: $(INSTALLED) ## After review: the new recording replaces the committed one
 	$(BIN)/python -m tools.record --accept
 
-benchmark: $(INSTALLED) ## Time the notebooks against empty ones, a live recording, and the store
+benchmark: $(INSTALLED) ## Time set-up, the notebooks and the test command, a live recording, the store
+	$(BIN)/python -m benchmarks.setup_benchmark
 	$(BIN)/python -m benchmarks.collection_benchmark
 	$(BIN)/python -m benchmarks.live_recording_benchmark
 	$(BIN)/python -m benchmarks.store_benchmark

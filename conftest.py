@@ -3,6 +3,11 @@
 Tests never call the API: no key reaches the kernels, so every answer must come from the
 recording, and a missing one fails its cell. Each kernel notes the cache keys it reads, so that
 `tests/test_recording.py` can find entries no notebook uses.
+
+`make test` (tools/test.sh) runs pytest twice: every test but the `after_notebooks` ones on two
+xdist workers, then those alone. The kernels' log and the list of notebooks that ran live in one
+folder, $MEMORYBOOK_USAGE_DIR, made here by the first process that needs it and inherited by the
+workers and by the second run, so that the checks see what every worker's kernels did.
 """
 
 import os
@@ -17,15 +22,58 @@ NEVER_IN_TESTS = (
 for name in NEVER_IN_TESTS:
     os.environ.pop(name, None)
 
-USAGE_LOG = Path(tempfile.mkdtemp(prefix="memorybook-usage-")) / "keys-read.txt"
+USAGE_DIR_ENV = "MEMORYBOOK_USAGE_DIR"
+if not os.environ.get(USAGE_DIR_ENV):
+    os.environ[USAGE_DIR_ENV] = tempfile.mkdtemp(prefix="memorybook-usage-")
+USAGE_DIR = Path(os.environ[USAGE_DIR_ENV])
+USAGE_LOG = USAGE_DIR / "keys-read.txt"
+NOTEBOOKS_FINISHED = USAGE_DIR / "notebooks-finished.txt"
 os.environ["MEMORYBOOK_USAGE_LOG"] = str(USAGE_LOG)
 
 NOTEBOOKS_DIR = Path(__file__).parent / "notebooks"
+LAST_CELLS = pytest.StashKey[set]()  # the last cell of each collected notebook
+
+
+def is_notebook_cell(item: pytest.Item) -> bool:
+    return item.path.suffix == ".ipynb"
 
 
 def pytest_collection_modifyitems(session, config, items):
     """Run the tests that read what the notebooks did after every notebook has run."""
     items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)
+    last_cells = {item.path: item for item in items if is_notebook_cell(item)}
+    session.stash[LAST_CELLS] = set(last_cells.values())
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Note each notebook whose last cell has run, whichever process ran it."""
+    if item in item.session.stash.get(LAST_CELLS, set()):
+        with NOTEBOOKS_FINISHED.open("a", encoding="utf-8") as finished:
+            finished.write(f"{item.path.name}\n")
+
+
+# Files whose tests share one costly module-scoped fixture (one JupyterLab and one Chromium for
+# every notebook): each runs whole on one worker, like a notebook.
+RUN_WHOLE = {"tests/test_browser.py"}
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, absent under `-p no:xdist`
+def pytest_xdist_make_scheduler(config, log):
+    """How `make test` shares the work between its xdist workers.
+
+    A notebook's cells share one kernel, so a notebook goes whole to one worker, in order; so does
+    each file in RUN_WHOLE. Every other test is a unit of its own, so that a long file (the
+    live-mode tests) is spread over both workers instead of holding one up. (`--dist loadgroup`
+    would say the same with markers, but pytest-xdist 3.8 does not group under pytest 9.)
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebooksWhole(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.endswith(".ipynb") or path in RUN_WHOLE else nodeid
+
+    return NotebooksWhole(config, log)
 
 
 def pytest_configure(config):
@@ -37,10 +85,11 @@ def pytest_configure(config):
 
 @pytest.fixture
 def keys_read_by_notebooks(request) -> set[str]:
-    """The cache keys the notebooks read in this session; skipped unless every notebook ran."""
-    collected = {Path(str(item.path)) for item in request.session.items}
-    notebooks = set(NOTEBOOKS_DIR.glob("*.ipynb"))
-    if not notebooks <= collected:
+    """The cache keys the notebooks read in this run; skipped unless every notebook ran."""
+    notebooks = {path.name for path in NOTEBOOKS_DIR.glob("*.ipynb")}
+    finished = (set(NOTEBOOKS_FINISHED.read_text(encoding="utf-8").split())
+                if NOTEBOOKS_FINISHED.exists() else set())
+    if not notebooks <= finished:
         pytest.skip("needs every notebook executed in the same run: run `make test`")
     if not USAGE_LOG.exists():
         pytest.fail("the notebooks ran but no kernel logged a cache lookup")

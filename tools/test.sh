@@ -1,20 +1,63 @@
 #!/usr/bin/env bash
-# Run the whole test suite with the project's virtual environment.
+# The README's test command (`make test`): every test, with the project's virtual environment.
+#
+# Two pytest runs share one scratch folder and one PostgreSQL server:
+#   1. every test but the `after_notebooks` ones, on two xdist workers. conftest.py's scheduler
+#      hands out each notebook whole (its cells run in order in one kernel on one worker), the
+#      browser test file whole, and every other test on its own, so a long test runs on one
+#      worker while the other works through the rest;
+#   2. the `after_notebooks` tests alone, which read what every worker's kernels logged.
+# Arguments go to both runs (e.g. `tools/test.sh -q`, `tools/test.sh tests/test_store.py`).
+#
 # When PostgreSQL is installed and no server is named in MEMORYBOOK_TEST_PG_URL, a throwaway one
-# is started on 127.0.0.1 for the store tests and stopped afterwards. Without one those tests are
-# skipped with the reason shown, except in CI, where they fail.
+# is started on 127.0.0.1 for the store tests. Without one those tests are skipped with the reason
+# shown, except in CI, where they fail. Whatever the outcome (pass, fail, Ctrl-C, SIGTERM), the server
+# is stopped before this script exits, and the script fails if the server is still running then.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scratch=$(mktemp -d /tmp/memorybook-test.XXXXXX)
+chmod 755 "$scratch"  # the postgres user must reach the cluster inside when we are root
+pg_dir="$scratch/postgres"
+export MEMORYBOOK_USAGE_DIR="$scratch/usage"
+mkdir "$MEMORYBOOK_USAGE_DIR"
+
+server_still_running() {
+    pgrep -f -- "-D $pg_dir/data" >/dev/null 2>&1
+}
+
+clean_up() {
+    local status=$?
+    trap - EXIT INT TERM HUP
+    if [[ -d "$pg_dir" ]]; then
+        tools/postgres_server.sh stop "$pg_dir" >/dev/null 2>&1 || true
+        if server_still_running; then
+            echo "test.sh: the PostgreSQL server in $pg_dir is still running after the run." >&2
+            status=1
+        fi
+    fi
+    if ! server_still_running; then rm -rf "$scratch"; fi
+    exit "$status"
+}
+trap clean_up EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
 if [[ -z "${MEMORYBOOK_TEST_PG_URL:-}" ]]; then
-    pg_dir=$(mktemp -d /tmp/memorybook-pg.XXXXXX)
-    chmod 755 "$pg_dir"
-    trap 'tools/postgres_server.sh stop "$pg_dir" >/dev/null 2>&1 || true; rm -rf "$pg_dir"' EXIT
-    if url=$(tools/postgres_server.sh start "$pg_dir" 2>"$pg_dir/start.err"); then
+    if url=$(tools/postgres_server.sh start "$pg_dir" 2>"$scratch/postgres-start.err"); then
         export MEMORYBOOK_TEST_PG_URL=$url
     else
-        echo "PostgreSQL not started ($(tail -n 1 "$pg_dir/start.err")); its tests will say why." >&2
+        echo "PostgreSQL not started ($(tail -n 1 "$scratch/postgres-start.err")); its tests will say why." >&2
     fi
 fi
 
-exec .venv/bin/python -m pytest "$@"
+pytest=(.venv/bin/python -m pytest)
+status=0
+# conftest.py's scheduler replaces --dist; loadfile (whole files) is what runs without it.
+"${pytest[@]}" -n 2 --dist loadfile -m "not after_notebooks" "$@" || status=$?
+after_status=0
+"${pytest[@]}" -p no:xdist -m after_notebooks "$@" || after_status=$?
+# Exit code 5 is "no test selected": the arguments chose files without after-notebooks tests.
+if [[ $after_status -ne 0 && $after_status -ne 5 && $status -eq 0 ]]; then status=$after_status; fi
+exit "$status"

@@ -1,0 +1,88 @@
+"""The GitHub workflows pass actionlint and zizmor, and run the README's commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+
+WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"
+TOOLS_DIR = Path(sys.executable).parent  # actionlint and zizmor are installed beside pytest
+
+# A workflow with one finding for each linter: a misspelt context (actionlint) and an action
+# pinned by a movable tag that leaves the token in the checkout (zizmor).
+FLAWED_WORKFLOW = """\
+name: flawed
+on: push
+permissions:
+  contents: read
+jobs:
+  flawed:
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: actions/checkout@v4
+      - run: echo "${{ github.evnt.name }}"
+"""
+
+
+def lint(tool: str, *args: str) -> subprocess.CompletedProcess:
+    executable = TOOLS_DIR / tool
+    assert executable.exists(), f"{tool} is not in {TOOLS_DIR}: run `make setup`"
+    return subprocess.run([str(executable), *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def actionlint(*paths: Path) -> subprocess.CompletedProcess:
+    return lint("actionlint", "-no-color", *map(str, paths))
+
+
+def zizmor(*paths: Path) -> subprocess.CompletedProcess:
+    # Offline: the online audits need the GitHub API, which tests never reach.
+    return lint("zizmor", "--offline", "--no-progress", "--color=never", *map(str, paths))
+
+
+@pytest.fixture(scope="module")
+def workflows() -> list[Path]:
+    found = sorted(WORKFLOWS_DIR.glob("*.yml"))
+    assert [path.name for path in found] == ["live-recording.yml", "test.yml"]
+    return found
+
+
+def test_actionlint_finds_nothing_in_the_workflows(workflows):
+    result = actionlint(*workflows)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_zizmor_finds_nothing_in_the_workflows(workflows):
+    result = zizmor(*workflows)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_both_linters_report_a_flawed_workflow(tmp_path):
+    flawed = tmp_path / "flawed.yml"
+    flawed.write_text(FLAWED_WORKFLOW, encoding="utf-8")
+    found_by_actionlint = actionlint(flawed)
+    assert found_by_actionlint.returncode != 0
+    assert "evnt" in found_by_actionlint.stdout
+    found_by_zizmor = zizmor(flawed)
+    assert found_by_zizmor.returncode != 0
+    assert "unpinned-uses" in found_by_zizmor.stdout + found_by_zizmor.stderr
+
+
+def test_ci_runs_the_readme_test_command(workflows):
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert "make test" in readme
+    assert "run: make test" in (WORKFLOWS_DIR / "test.yml").read_text(encoding="utf-8")
+    assert "\nmake test\n" in (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_the_live_workflow_records_only_with_a_key_and_fails_on_a_changed_figure(workflows):
+    live = (WORKFLOWS_DIR / "live-recording.yml").read_text(encoding="utf-8")
+    assert "secrets.TYPESAFE_API_KEY" in live
+    assert "make record" in live
+    assert "published figures reproduce" in live
+    assert "Skipped: no TYPESAFE_API_KEY secret is configured" in live
