@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -70,3 +71,23 @@ def copy_of_the_collection(destination: Path) -> Path:
         shutil.copytree(REPO_ROOT / folder, destination / folder,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     return destination
+
+
+@contextlib.contextmanager
+def small_tmpfs(folder: Path, size: str):
+    """A tmpfs of `size` mounted at folder/small, unmounted afterwards, for a really full disk.
+
+    Skips the test where this process may not mount one (mounting needs root).
+    """
+    import pytest
+
+    mount_point = folder / "small"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                              str(mount_point)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)

@@ -21,6 +21,7 @@ import pytest
 
 from memorybook.config import RECORDING_PATH
 from tests.helpers import REPO_ROOT
+from tests.helpers import small_tmpfs as mounted_tmpfs
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-sk-5d1c8e2a9b7f4063"
@@ -182,16 +183,8 @@ def test_a_failing_api_call_stops_the_kernels_and_the_other_customer(tmp_path):
 @pytest.fixture
 def small_tmpfs(tmp_path):
     """A 16 KiB tmpfs (too small for two copies of the recording); skipped without mount rights."""
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount_point)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path, "16k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
 def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):

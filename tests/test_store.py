@@ -37,6 +37,7 @@ from memorybook.store import (
     open_store,
 )
 from tests.helpers import REPO_ROOT
+from tests.helpers import small_tmpfs as mounted_tmpfs
 
 PG_URL_ENV = "MEMORYBOOK_TEST_PG_URL"
 SUBPROCESS_TIMEOUT_SECONDS = 120
@@ -801,21 +802,10 @@ def test_a_full_or_read_only_disk_never_advises_moving_the_file(
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB tmpfs; skipped where this process may not mount one."""
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+def small_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (a store fills it); skipped without mount rights."""
+    with mounted_tmpfs(tmp_path, "64k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
 def test_a_really_full_disk_is_explained_without_blaming_the_file(small_tmpfs: Path) -> None:
