@@ -18,7 +18,6 @@ from memorybook.config import (
     replay_only_reason,
     shown_path,
 )
-import memorybook.gate
 from memorybook.gate import GATE, as_memory, kept
 from memorybook.memory import MEMORY_KEY, customer_id
 from memorybook.recording import open_recording

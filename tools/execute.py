@@ -21,12 +21,13 @@ from pathlib import Path
 import IPython.paths  # noqa: F401 - imported here, once: kernels started in threads import it lazily
 import nbformat
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, DeadKernelError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
 HEADLINES = ("plain Jev ->", "Expected routes:")  # stdout lines worth repeating at the end
 KERNEL_TIMEOUT = 120  # seconds a single cell may take
+KERNEL_START_ATTEMPTS = 2  # a kernel that dies while starting is started once more
 # What a kernel can import before the recording it will replay exists (see `execute`).
 WARM_UP = "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, typesafe_sdk"
 
@@ -42,24 +43,37 @@ def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.Notebo
     notebook's cells only when that future is done (and not at all if it failed): a live
     recording starts its kernels while its API calls are still in flight.
     """
-    notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        notebook,
-        kernel_name="python3",
-        timeout=KERNEL_TIMEOUT,
-        record_timing=False,
-        coalesce_streams=True,  # one stdout output per cell, however the kernel chunked it
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on the terminal
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    if cells_wait_for is not None:
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        notebook = nbformat.read(path, as_version=4)
+        client = NotebookClient(
+            notebook,
+            kernel_name="python3",
+            timeout=KERNEL_TIMEOUT,
+            record_timing=False,
+            coalesce_streams=True,
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on a terminal
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        if cells_wait_for is not None:
 
-        async def warm_up_then_wait(notebook):
-            await client.kc.execute_interactive(WARM_UP, silent=True, store_history=False)
-            await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
+            async def warm_up_then_wait(notebook, client=client):
+                await client.kc.execute_interactive(WARM_UP, silent=True, store_history=False)
+                await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
 
-        client.on_notebook_start = warm_up_then_wait
-    client.execute()
+            client.on_notebook_start = warm_up_then_wait
+        try:
+            client.execute()
+            break
+        except (RuntimeError, DeadKernelError) as error:
+            # A kernel that died before running any cell: jupyter_client picks free ports and the
+            # kernel binds them a moment later, so another process starting kernels at the same
+            # time can take one first ("Address already in use"). Start a new kernel once more;
+            # never when a recording is being stopped (its error ends the wait on purpose).
+            died_starting = type(error) is RuntimeError or isinstance(error, DeadKernelError)
+            stopped = cells_wait_for is not None and cells_wait_for.done()
+            ran = any(cell.get("execution_count") for cell in notebook.cells)
+            if not died_starting or stopped or ran or attempt == KERNEL_START_ATTEMPTS:
+                raise
     notebook.metadata["language_info"] = {"name": "python"}
     return notebook
 
