@@ -9,6 +9,7 @@ from collections.abc import Callable
 from cooksafe import make_playground_link
 from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
+import memorybook.gate
 import memorybook.memory
 from memorybook import routing
 from memorybook.config import (
