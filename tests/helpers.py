@@ -67,9 +67,14 @@ def copy_of_the_collection(destination: Path) -> Path:
     A kernel imports the copy's `memorybook` when PYTHONPATH names the folder; the copy's
     `.memorybook/` store folder is its own, so runs of notebook 7 elsewhere are not disturbed.
     """
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        """Caches, checkpoints and anything not a plain file or folder (a kernel's socket)."""
+        return {name for name in names if name in ("__pycache__", ".ipynb_checkpoints")
+                or not (os.path.isfile(os.path.join(folder, name))
+                        or os.path.isdir(os.path.join(folder, name)))}
+
     for folder in ("notebooks", "memorybook", "data", "json_cache"):
-        shutil.copytree(REPO_ROOT / folder, destination / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+        shutil.copytree(REPO_ROOT / folder, destination / folder, ignore=left_out)
     return destination
 
 
