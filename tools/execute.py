@@ -15,25 +15,37 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 from concurrent.futures import Future
 from pathlib import Path
 
 import IPython.paths  # noqa: F401 - imported here, once: kernels started in threads import it lazily
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError, DeadKernelError
+from nbclient.exceptions import CellExecutionError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
 HEADLINES = ("plain Jev ->", "Expected routes:")  # stdout lines worth repeating at the end
 KERNEL_TIMEOUT = 120  # seconds a single cell may take
-KERNEL_START_ATTEMPTS = 2  # a kernel that dies while starting is started once more
 # What a kernel can import before the recording it will replay exists (see `execute`).
 WARM_UP = "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, typesafe_sdk"
 
 
 def notebook_paths() -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def kernel_manager(sockets: Path) -> AsyncKernelManager:
+    """A manager for one python3 kernel that talks over Unix sockets in `sockets`, not TCP.
+
+    With TCP, jupyter_client picks free ports and the kernel binds them a moment later, so a
+    process starting kernels at the same time (a parallel test run, a live recording's seven
+    kernels) can take one first and the kernel dies with "Address already in use". Sockets in a
+    folder of the caller's own cannot collide.
+    """
+    return AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
 
 
 def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.NotebookNode:
@@ -43,11 +55,11 @@ def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.Notebo
     notebook's cells only when that future is done (and not at all if it failed): a live
     recording starts its kernels while its API calls are still in flight.
     """
-    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
-        notebook = nbformat.read(path, as_version=4)
+    notebook = nbformat.read(path, as_version=4)
+    with tempfile.TemporaryDirectory(prefix="memorybook-kernel-") as sockets:
         client = NotebookClient(
             notebook,
-            kernel_name="python3",
+            km=kernel_manager(Path(sockets)),
             timeout=KERNEL_TIMEOUT,
             record_timing=False,
             coalesce_streams=True,
@@ -56,24 +68,12 @@ def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.Notebo
         )
         if cells_wait_for is not None:
 
-            async def warm_up_then_wait(notebook, client=client):
+            async def warm_up_then_wait(notebook):
                 await client.kc.execute_interactive(WARM_UP, silent=True, store_history=False)
                 await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
 
             client.on_notebook_start = warm_up_then_wait
-        try:
-            client.execute()
-            break
-        except (RuntimeError, DeadKernelError) as error:
-            # A kernel that died before running any cell: jupyter_client picks free ports and the
-            # kernel binds them a moment later, so another process starting kernels at the same
-            # time can take one first ("Address already in use"). Start a new kernel once more;
-            # never when a recording is being stopped (its error ends the wait on purpose).
-            died_starting = type(error) is RuntimeError or isinstance(error, DeadKernelError)
-            stopped = cells_wait_for is not None and cells_wait_for.done()
-            ran = any(cell.get("execution_count") for cell in notebook.cells)
-            if not died_starting or stopped or ran or attempt == KERNEL_START_ATTEMPTS:
-                raise
+        client.execute()
     notebook.metadata["language_info"] = {"name": "python"}
     return notebook
 
