@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from tests.helpers import NOTEBOOKS, copy_of_the_collection, run_python
-from tools.execute import kernel_manager
+from tools.execute import kernel_manager, kernel_sockets
 
 
 def comparable(outputs: list) -> list:
@@ -48,8 +47,8 @@ def run_in_one_kernel(path: Path, passes: list[list[int]]) -> nbformat.NotebookN
     Returns the notebook with the outputs each cell had after its last execution.
     """
     notebook = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="memorybook-kernel-") as sockets:
-        client = NotebookClient(notebook, km=kernel_manager(Path(sockets)), timeout=120,
+    with kernel_sockets() as sockets:
+        client = NotebookClient(notebook, km=kernel_manager(sockets), timeout=120,
                                 record_timing=False,
                                 extra_arguments=["--IPKernelApp.log_level=ERROR"],
                                 resources={"metadata": {"path": str(path.parent)}})
@@ -101,8 +100,8 @@ def test_an_edited_ticket_misses_with_its_field_named_and_a_link_to_that_call(tm
     monkeypatch.setenv("PYTHONPATH", str(copy))  # the kernel imports the copy's memorybook
     path = copy / "notebooks" / "01_plain_routing.ipynb"
     notebook = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="memorybook-kernel-") as sockets:
-        client = NotebookClient(notebook, km=kernel_manager(Path(sockets)), timeout=120,
+    with kernel_sockets() as sockets:
+        client = NotebookClient(notebook, km=kernel_manager(sockets), timeout=120,
                                 resources={"metadata": {"path": str(path.parent)}})
         with pytest.raises(CellExecutionError):
             client.execute()

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -48,6 +51,27 @@ def kernel_manager(sockets: Path) -> AsyncKernelManager:
     return AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
 
 
+_SOCKET_FOLDERS: set[Path] = set()  # of kernels this process runs now
+
+
+@contextlib.contextmanager
+def kernel_sockets() -> Iterator[Path]:
+    """A new folder for one kernel's sockets, removed when the kernel is done."""
+    folder = Path(tempfile.mkdtemp(prefix="memorybook-kernel-"))
+    _SOCKET_FOLDERS.add(folder)
+    try:
+        yield folder
+    finally:
+        _SOCKET_FOLDERS.discard(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_kernel_sockets() -> None:
+    """Remove the socket folders of kernels still running, for a process about to os._exit()."""
+    for folder in list(_SOCKET_FOLDERS):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.NotebookNode:
     """Execute one notebook in a fresh kernel started in its own folder; return it with outputs.
 
@@ -56,10 +80,10 @@ def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.Notebo
     recording starts its kernels while its API calls are still in flight.
     """
     notebook = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="memorybook-kernel-") as sockets:
+    with kernel_sockets() as sockets:
         client = NotebookClient(
             notebook,
-            km=kernel_manager(Path(sockets)),
+            km=kernel_manager(sockets),
             timeout=KERNEL_TIMEOUT,
             record_timing=False,
             coalesce_streams=True,

@@ -61,7 +61,7 @@ from memorybook.config import (
 from memorybook.live import describe_api_failure, redact
 from memorybook.recording import RecordingError, read_recording, stop_writing
 from tools.build_recording import FIGURES_PATH
-from tools.execute import execute, notebook_paths
+from tools.execute import execute, notebook_paths, remove_kernel_sockets
 
 NEW_RECORDING = RECORDING_PATH.with_name("json_cache.new.json")
 # Notebooks whose live calls go to a recording of their own (8: json_cache/next_steps.json).
@@ -182,6 +182,7 @@ def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path)
     _stopped = True
     complete = stop_writing(output)  # waits for a write in progress; refuses every later one
     stop_kernels()
+    remove_kernel_sockets()  # the kernels' folders: this process ends with os._exit
     try:
         kept = f"{len(read_recording(output))} answers are kept in {shown_path(output)}"
     except RecordingError as unreadable:
