@@ -96,3 +96,23 @@ def small_tmpfs(folder: Path, size: str):
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def live_env(base_url: str, scratch: Path | None, key: str, recording: Path | None = None,
+             **extra: str) -> dict[str, str]:
+    """The environment of a live run against a loopback server, allowed even under CI.
+
+    With `scratch`, notebook kernels import a copy of the collection made there, so that
+    notebook 7's store files are that copy's own: runs in parallel never share them.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
+    env.update(TYPESAFE_API_KEY=key, TYPESAFE_ENDPOINT=base_url, MEMORYBOOK_LIVE_IN_CI="1")
+    if scratch is not None:
+        copy = scratch / "collection"
+        if not copy.exists():
+            copy.mkdir(parents=True)
+            copy_of_the_collection(copy)
+        env["PYTHONPATH"] = str(copy)
+    if recording is not None:
+        env["MEMORYBOOK_RECORDING"] = str(recording)
+    return {**env, **extra}

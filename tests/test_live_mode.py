@@ -7,7 +7,6 @@ Every run records into a scratch file, never into json_cache/json_cache.json.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from memorybook.config import RECORDING_PATH
 from memorybook.recording import RecordingError, open_recording
+from tests import helpers
 from tests.helpers import REPO_ROOT, run_python
 from tools.loopback_server import LoopbackSystemOne, closed_port_url
 from tools.record import OWN_RECORDING
@@ -28,10 +28,8 @@ COMMITTED = RECORDING_PATH.read_text(encoding="utf-8")
 
 
 def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
-    """The environment of a live run against the loopback server, allowed even under CI."""
-    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
-    return {**env, "TYPESAFE_API_KEY": CANARY_KEY, "TYPESAFE_ENDPOINT": base_url,
-            "MEMORYBOOK_LIVE_IN_CI": "1", "MEMORYBOOK_RECORDING": str(recording), **extra}
+    """The environment of a live run against the loopback server, recording into `recording`."""
+    return helpers.live_env(base_url, recording.parent, CANARY_KEY, recording, **extra)
 
 
 def record(base_url: str, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess:

@@ -13,7 +13,6 @@ notebook:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
+from tests import helpers
 from tests.helpers import LINK, REPO_ROOT, decode, markdown_outputs, notebook, stdout_text
 from tools.loopback_server import LoopbackSystemOne
 
@@ -53,9 +53,7 @@ def server():
 
 
 def live_env(base_url: str, recording: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
-    return {**env, "TYPESAFE_API_KEY": "dummy", "TYPESAFE_ENDPOINT": base_url,
-            "MEMORYBOOK_LIVE_IN_CI": "1", "MEMORYBOOK_RECORDING": str(recording)}
+    return helpers.live_env(base_url, None, "dummy", recording)  # notebook 8 has no store
 
 
 PRELUDE = """

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import RECORDING_PATH
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, live_env
 from tests.helpers import small_tmpfs as mounted_tmpfs
 from tools.loopback_server import LoopbackSystemOne
 
@@ -45,10 +45,8 @@ INJECTED = textwrap.dedent("""
 """)
 
 
-def environment(base_url: str, output: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
-    return {**env, "TYPESAFE_API_KEY": CANARY_KEY, "TYPESAFE_ENDPOINT": base_url,
-            "MEMORYBOOK_LIVE_IN_CI": "1", **extra}
+def environment(base_url: str, scratch: Path, **extra: str) -> dict[str, str]:
+    return live_env(base_url, scratch, CANARY_KEY, **extra)
 
 
 @contextlib.contextmanager
@@ -58,7 +56,8 @@ def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: boo
     arguments = ["--output", str(output), "--notebooks-out", str(notebooks)]
     command = ([sys.executable, "-c", INJECTED, *arguments] if injected
                else [sys.executable, "-m", "tools.record", *arguments])
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=environment(base_url, output, **extra),
+    env = environment(base_url, notebooks.parent, **extra)
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         yield process

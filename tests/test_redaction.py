@@ -7,7 +7,6 @@ searched for the key.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import pytest
 from memorybook.config import RECORDING_PATH
 from memorybook.live import redact
 from memorybook.recording import RecordingError
+from tests import helpers
 from tests.helpers import REPO_ROOT
 from tools.loopback_server import LoopbackSystemOne
 
@@ -25,10 +25,8 @@ CANARY_KEY = "canary-sk-0b9e7d3f61a24c58"
 
 
 def live_env(base_url: str, recording: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
-    return {**env, "TYPESAFE_API_KEY": CANARY_KEY, "TYPESAFE_ENDPOINT": base_url,
-            "MEMORYBOOK_LIVE_IN_CI": "1", "MEMORYBOOK_RECORDING": str(recording),
-            "MEMORYBOOK_TIMEOUT_SECONDS": "5"}
+    return helpers.live_env(base_url, recording.parent, CANARY_KEY, recording,
+                            MEMORYBOOK_TIMEOUT_SECONDS="5")
 
 
 @pytest.mark.parametrize("text, kept", [
