@@ -45,10 +45,14 @@ def customer_id(state: dict) -> str:
     return customer["id"]
 
 
+def state_with_memories(state: dict, memories: list[dict]) -> dict:
+    """The state with these memories added under MEMORY_KEY; unchanged when there are none."""
+    return {**state, MEMORY_KEY: memories} if memories else state
+
+
 def with_memories(state: dict) -> dict:
     """The state as Jev receives it: with the customer's memories, if they have any."""
-    saved = MEMORIES.recall(customer_id(state))
-    return {**state, MEMORY_KEY: saved} if saved else state
+    return state_with_memories(state, MEMORIES.recall(customer_id(state)))
 
 
 def ask_with_memory(state: dict, questions: dict) -> SystemOneResponse:

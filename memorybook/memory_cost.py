@@ -6,7 +6,7 @@ Edit the notebook's cells tagged `export`, not this file."""
 import json
 
 from memorybook.config import USD_PER_BILLION_INPUT_TOKENS
-from memorybook.gate import MEMORY_KEY
+from memorybook.memory import state_with_memories
 from memorybook.next_steps import relevance_requests
 from memorybook.recording import recorded_requests
 from memorybook.routing import CUSTOMERS, ROUTE, request_json
@@ -44,7 +44,7 @@ def shaped_like(examples: list[dict], n: int, customer: str) -> list[dict]:
 
 def wrapped_call_bytes(state: dict, memories: list[dict], gate: tuple[dict, dict]) -> int:
     """One wrapped call: routing with these memories, then the gate's request."""
-    routed = {**state, MEMORY_KEY: memories} if memories else state
+    routed = state_with_memories(state, memories)
     return request_bytes(routed, ROUTE) + request_bytes(*gate)
 
 

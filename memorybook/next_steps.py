@@ -20,7 +20,7 @@ from memorybook.config import (
     shown_path,
 )
 from memorybook.gate import GATE, as_memory, kept
-from memorybook.memory import MEMORY_KEY, customer_id
+from memorybook.memory import customer_id, state_with_memories
 from memorybook.recording import open_recording
 from memorybook.routing import ROUTE, request_json
 
@@ -101,7 +101,7 @@ def ask_with_relevant_memory(state: dict, questions: dict,
     """ask_with_memory(), sending only the saved memories relevant to this ticket."""
     memories = memorybook.memory.MEMORIES
     saved = relevant_memories(state, memories.recall(customer_id(state)), ask)
-    response = ask({**state, MEMORY_KEY: saved} if saved else state, questions)
+    response = ask(state_with_memories(state, saved), questions)
     memory = as_memory(state, questions, response)
     if kept(ask(memory, GATE).answers["remember"].noul):
         memories.save(customer_id(state), memory)
@@ -169,7 +169,7 @@ def ask_remembering_replies(state: dict, questions: dict, reply: Callable = rout
     """ask_with_memory(), where the gate judges the thread with the app's reply in it."""
     memories = memorybook.memory.MEMORIES
     saved = memories.recall(customer_id(state))
-    response = ask({**state, MEMORY_KEY: saved} if saved else state, questions)
+    response = ask(state_with_memories(state, saved), questions)
     memory, gate = gate_request_with_reply(state, questions, response, reply)
     if kept(ask(memory, gate).answers["remember"].noul):
         memories.save(customer_id(state), memory)
