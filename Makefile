@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock run test lab lint export recording record record-dry-run \
+.PHONY: help setup lock run test lab lint export recording record record-calls record-dry-run \
 	accept-recording benchmark clean
 
 help: ## List the targets
@@ -65,6 +65,9 @@ record-dry-run: $(INSTALLED) ## List the calls a live recording would make and t
 
 record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into json_cache/json_cache.new.json and compare
 	$(BIN)/python -m tools.record
+
+record-calls: $(INSTALLED) ## The same calls and report as `make record`, without running the notebooks
+	$(BIN)/python -m tools.record --calls-only
 
 accept-recording: $(INSTALLED) ## After review: the new recording replaces the committed one
 	$(BIN)/python -m tools.record --accept

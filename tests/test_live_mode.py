@@ -32,9 +32,15 @@ def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
     return helpers.live_env(base_url, recording.parent, CANARY_KEY, recording, **extra)
 
 
-def record(base_url: str, tmp_path: Path, **extra: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "tools.record", "--output", str(tmp_path / "new.json"),
-               "--notebooks-out", str(tmp_path / "notebooks")]
+def record_command(tmp_path: Path, calls_only: bool) -> list[str]:
+    """`make record` into tmp_path; with calls_only, `make record-calls` (no notebook is run)."""
+    return [sys.executable, "-m", "tools.record", "--output", str(tmp_path / "new.json"),
+            "--notebooks-out", str(tmp_path / "notebooks"), *(["--calls-only"] * calls_only)]
+
+
+def record(base_url: str, tmp_path: Path, calls_only: bool = False,
+           **extra: str) -> subprocess.CompletedProcess:
+    command = record_command(tmp_path, calls_only)
     return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                           env=live_env(base_url, tmp_path / "new.json", **extra))
 
@@ -130,9 +136,9 @@ def test_a_rate_limit_the_sdk_rides_out_is_recorded_normally(tmp_path):
     assert set(json.loads(recording.read_text())) <= set(json.loads(COMMITTED))
 
 
-def test_a_failure_in_a_notebook_shows_one_clear_line(tmp_path):
+def test_a_failed_call_stops_the_recording_with_one_clear_line(tmp_path):
     with LoopbackSystemOne(RECORDING_PATH, failure="unauthorized") as server:
-        result = record(server.base_url, tmp_path)
+        result = record(server.base_url, tmp_path, calls_only=True)
     assert result.returncode == 1
     assert "Live call failed: the API refused the key (HTTP 401)" in result.stderr
     assert "Traceback" not in result.stderr
@@ -142,9 +148,8 @@ def test_a_failure_in_a_notebook_shows_one_clear_line(tmp_path):
 def test_an_interrupted_recording_keeps_every_answer_so_far_and_resumes(tmp_path):
     new = tmp_path / "new.json"
     with LoopbackSystemOne(RECORDING_PATH, latency=0.1) as server:
-        command = [sys.executable, "-m", "tools.record", "--output", str(new),
-                   "--notebooks-out", str(tmp_path / "notebooks")]
-        run = subprocess.Popen(command, cwd=REPO_ROOT, env=live_env(server.base_url, new),
+        run = subprocess.Popen(record_command(tmp_path, calls_only=True), cwd=REPO_ROOT,
+                               env=live_env(server.base_url, new),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while server.hits() < 10 and time.monotonic() < deadline:
@@ -155,9 +160,10 @@ def test_an_interrupted_recording_keeps_every_answer_so_far_and_resumes(tmp_path
         kept = json.loads(new.read_text(encoding="utf-8"))
         assert answered - 2 <= len(kept) <= answered  # at most the calls in flight are lost
         assert all(COMMITTED.count(key) == 1 for key in kept)
-        resumed = record(server.base_url, tmp_path)
+        resumed = record(server.base_url, tmp_path, calls_only=True)
     assert resumed.returncode == 0, resumed.stderr
     assert new.read_text(encoding="utf-8") == COMMITTED
+    assert "31 of 31 published figures reproduce." in resumed.stdout
 
 
 WRITE_ONE_CUSTOMER = textwrap.dedent("""
@@ -208,9 +214,11 @@ def test_a_recording_corrupted_during_a_run_is_never_overwritten(tmp_path):
 
 def test_answers_from_another_model_version_are_reported(tmp_path):
     with LoopbackSystemOne(RECORDING_PATH, model_override="jev-1.15.0") as server:
-        result = record(server.base_url, tmp_path)
+        result = record(server.base_url, tmp_path, calls_only=True)
     assert result.returncode == 0, result.stderr
     assert "Answered by jev-1.15.0, not the pinned jev-1.14.0" in result.stdout
+    assert "Notebooks not run (--calls-only)" in result.stdout
+    assert not (tmp_path / "notebooks").exists(), "a calls-only recording ran notebooks"
     models = {entry["model"] for entry in json.loads((tmp_path / "new.json").read_text()).values()}
     assert models == {"jev-1.15.0"}
 

@@ -2,7 +2,9 @@
 
 Each test runs `python -m tools.record` against the loopback server, makes it fail one way, and
 checks the run ended promptly, said what failed, kept every answer written before, stopped its
-notebook kernels and left no temporary file.
+notebook kernels and left no temporary file. The runs stopped by Ctrl-C and by a failing call start
+the notebook kernels, as `make record` does; the runs whose subject is the recording file record
+the calls only (`make record-calls`), since kernels change nothing in how a write fails.
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ def environment(base_url: str, scratch: Path, **extra: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: bool = False,
-                  **extra: str):
+                  calls_only: bool = False, **extra: str):
     """A `tools.record` process, killed (with every kernel it started) whatever happens."""
-    arguments = ["--output", str(output), "--notebooks-out", str(notebooks)]
+    arguments = ["--output", str(output), "--notebooks-out", str(notebooks),
+                 *(["--calls-only"] * calls_only)]
     command = ([sys.executable, "-c", INJECTED, *arguments] if injected
                else [sys.executable, "-m", "tools.record", *arguments])
     env = environment(base_url, notebooks.parent, **extra)
@@ -142,7 +145,7 @@ def test_a_write_failure_stops_the_recording_and_keeps_what_was_written(
     output, folder = tmp_path / "out" / "new.json", tmp_path / "out"
     with LoopbackSystemOne(RECORDING_PATH, latency=0.2) as server, \
             recording_run(server.base_url, output, tmp_path / "nb", injected=True,
-                          FAIL_AFTER="4", FAIL_ERRNO=errno_name) as run:
+                          calls_only=True, FAIL_AFTER="4", FAIL_ERRNO=errno_name) as run:
         wait_until(lambda: len(entries(output)) >= 4, 120, "four recorded answers")
         took, stderr = finished(run, FAILURE_BOUND)
     assert took < FAILURE_BOUND
@@ -156,7 +159,7 @@ def test_a_write_failure_stops_the_recording_and_keeps_what_was_written(
 def test_a_recording_corrupted_mid_run_stops_it_and_is_left_as_it_is(tmp_path):
     output, folder = tmp_path / "out" / "new.json", tmp_path / "out"
     with LoopbackSystemOne(RECORDING_PATH, latency=0.3) as server, \
-            recording_run(server.base_url, output, tmp_path / "nb") as run:
+            recording_run(server.base_url, output, tmp_path / "nb", calls_only=True) as run:
         wait_until(lambda: len(entries(output)) >= 2, 120, "two recorded answers")
         output.write_text("{corrupted", encoding="utf-8")
         took, stderr = finished(run, FAILURE_BOUND)
@@ -189,7 +192,7 @@ def small_tmpfs(tmp_path):
 def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
     output = small_tmpfs / "new.json"
     with LoopbackSystemOne(RECORDING_PATH) as server, \
-            recording_run(server.base_url, output, tmp_path / "nb") as run:
+            recording_run(server.base_url, output, tmp_path / "nb", calls_only=True) as run:
         took, stderr = finished(run, 120)
     assert f"Could not write the recording {output}: No space left on device" in stderr
     assert_stopped_cleanly(run, stderr, small_tmpfs)
@@ -204,7 +207,7 @@ def test_a_read_only_output_folder_stops_the_recording_cleanly(tmp_path, small_t
     assert remounted.returncode == 0, remounted.stderr
     output = small_tmpfs / "new.json"
     with LoopbackSystemOne(RECORDING_PATH) as server, \
-            recording_run(server.base_url, output, tmp_path / "nb") as run:
+            recording_run(server.base_url, output, tmp_path / "nb", calls_only=True) as run:
         took, stderr = finished(run, 120)
     assert f"Could not write the recording {output}: Read-only file system" in stderr
     assert_stopped_cleanly(run, stderr, small_tmpfs)

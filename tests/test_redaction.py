@@ -90,7 +90,7 @@ def test_a_failed_call_whose_answer_echoes_the_key_never_shows_it(tmp_path, fail
 
 def test_make_record_never_reports_or_writes_the_key(tmp_path):
     command = [sys.executable, "-m", "tools.record", "--output", str(tmp_path / "new.json"),
-               "--notebooks-out", str(tmp_path / "notebooks")]
+               "--notebooks-out", str(tmp_path / "notebooks"), "--calls-only"]
     with LoopbackSystemOne(RECORDING_PATH, failure="bad_request", echo_headers=True) as server:
         result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
                                 timeout=300, env=live_env(server.base_url, tmp_path / "new.json"))

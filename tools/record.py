@@ -2,13 +2,15 @@
 
     make record-dry-run   # which calls would go live, and what they would cost; needs no key
     make record           # with TYPESAFE_API_KEY (and TYPESAFE_ENDPOINT) set
+    make record-calls     # the same calls and report, without running the notebooks
     make accept-recording # after review: the new recording replaces the committed one
 
 Recording never touches json_cache/json_cache.json: answers go to json_cache/json_cache.new.json
 (resumed if a run was interrupted) and the notebooks run into build/recorded/. The two customers'
 calls are independent of each other, so they are recorded side by side first; the notebooks then
-replay the new recording. The API's own retry policy handles rate limits and server errors; a call
-that still fails is explained, and nothing wrong is recorded.
+replay the new recording (not with --calls-only, which stops at the report). The API's own retry
+policy handles rate limits and server errors; a call that still fails is explained, and nothing
+wrong is recorded.
 
 Any failure, or Ctrl-C, stops the whole run within seconds: calls still in flight are abandoned,
 the notebook kernels are stopped, and one line says what failed, how many answers the new
@@ -45,8 +47,6 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from pathlib import Path
 
-import nbformat
-
 from memorybook.config import (
     PROVENANCE_PATH,
     RECORDING_ENV,
@@ -61,7 +61,9 @@ from memorybook.config import (
 from memorybook.live import describe_api_failure, redact
 from memorybook.recording import RecordingError, read_recording, stop_writing
 from tools.build_recording import FIGURES_PATH
-from tools.execute import execute, notebook_paths, remove_kernel_sockets
+
+# tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
+# imports take over a second, which a dry run, a calls-only run and a stop need not pay.
 
 NEW_RECORDING = RECORDING_PATH.with_name("json_cache.new.json")
 # Notebooks whose live calls go to a recording of their own (8: json_cache/next_steps.json).
@@ -131,7 +133,7 @@ def run_every_call(customers: list[str] | None = None) -> None:
         wait_for_all(start_every_call(customers))
 
 
-def record(output: Path, notebooks_out: Path) -> int:
+def record(output: Path, notebooks_out: Path, calls_only: bool = False) -> int:
     reason = replay_only_reason()
     if reason is not None:
         print(f"Recording needs a live client, but {reason}. Nothing was sent.", file=sys.stderr)
@@ -144,21 +146,42 @@ def record(output: Path, notebooks_out: Path) -> int:
         return 1
     print(f"Recording into {shown_path(output)} ({already} calls already in it).", flush=True)
     calls: Future = Future()
-    paths = [path for path in notebook_paths() if path.name not in OWN_RECORDING]
     try:
-        runs = [in_background(execute, path, calls) for path in paths]  # kernels start meanwhile
+        runs = [] if calls_only else start_notebooks(calls)  # kernels start during the calls
         run_every_call()
         calls.set_result(None)
-        notebooks = wait_for_all(runs)
-        notebooks_out.mkdir(parents=True, exist_ok=True)
-        for path, notebook in zip(paths, notebooks, strict=True):
-            nbformat.write(notebook, notebooks_out / path.name)
+        if runs:
+            write_notebooks(wait_for_all(runs), notebooks_out)
     except BaseException as error:  # noqa: BLE001 - every way out stops the run the same way
         with _ignoring_ctrl_c():
             return stop(error, calls, output, notebooks_out)
-    print(f"Notebooks run on it: {shown_path(notebooks_out)}/\n")
+    if calls_only:
+        print("Notebooks not run (--calls-only): `make record` runs them on the new recording.\n")
+    else:
+        print(f"Notebooks run on it: {shown_path(notebooks_out)}/\n")
     print("\n".join(compare(read_recording(output))))
     return 0
+
+
+def notebooks_of_the_official_calls() -> list[Path]:
+    from tools.execute import notebook_paths
+
+    return [path for path in notebook_paths() if path.name not in OWN_RECORDING]
+
+
+def start_notebooks(calls: Future) -> list[Future]:
+    """Start a kernel for each notebook of the official calls; its cells wait for `calls`."""
+    from tools.execute import execute
+
+    return [in_background(execute, path, calls) for path in notebooks_of_the_official_calls()]
+
+
+def write_notebooks(notebooks: list, notebooks_out: Path) -> None:
+    import nbformat
+
+    notebooks_out.mkdir(parents=True, exist_ok=True)
+    for path, notebook in zip(notebooks_of_the_official_calls(), notebooks, strict=True):
+        nbformat.write(notebook, notebooks_out / path.name)
 
 
 @contextlib.contextmanager
@@ -182,7 +205,8 @@ def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path)
     _stopped = True
     complete = stop_writing(output)  # waits for a write in progress; refuses every later one
     stop_kernels()
-    remove_kernel_sockets()  # the kernels' folders: this process ends with os._exit
+    if (execute := sys.modules.get("tools.execute")) is not None:  # kernels were started
+        execute.remove_kernel_sockets()  # their folders: this process ends with os._exit
     try:
         kept = f"{len(read_recording(output))} answers are kept in {shown_path(output)}"
     except RecordingError as unreadable:
@@ -195,8 +219,9 @@ def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path)
 
 
 def what_failed(error: BaseException, notebooks_out: Path) -> str:
-    from nbclient.exceptions import CellExecutionError
     from typesafe_sdk import TypeSafeError
+
+    notebook_errors = sys.modules.get("nbclient.exceptions")  # loaded only if notebooks ran
 
     if isinstance(error, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
@@ -204,7 +229,7 @@ def what_failed(error: BaseException, notebooks_out: Path) -> str:
         return describe_api_failure(error).removesuffix(".")
     if isinstance(error, RecordingError):
         return str(error).removesuffix(".")
-    if isinstance(error, CellExecutionError):
+    if notebook_errors and isinstance(error, notebook_errors.CellExecutionError):
         name = getattr(error, "ename", type(error).__name__)
         return f"a notebook failed on the new recording ({name}: {getattr(error, 'evalue', '')})"
     if isinstance(error, OSError):
@@ -365,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accept", action="store_true", help="replace the committed recording")
     parser.add_argument("--output", type=Path, default=NEW_RECORDING, help="the new recording")
     parser.add_argument("--notebooks-out", type=Path, default=RECORDED_NOTEBOOKS)
+    parser.add_argument("--calls-only", action="store_true",
+                        help="record the calls and report on them, without running the notebooks")
     args = parser.parse_args(argv)
     output = args.output.resolve()
     if output == RECORDING_PATH:
@@ -373,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         return accept(output)
     if args.dry_run:
         return dry_run(output)
-    return record(output, args.notebooks_out.resolve())
+    return record(output, args.notebooks_out.resolve(), calls_only=args.calls_only)
 
 
 if __name__ == "__main__":
