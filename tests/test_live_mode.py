@@ -247,3 +247,18 @@ def test_accepting_a_recording_replaces_the_target_and_marks_every_value_measure
     written = json.loads(provenance.read_text(encoding="utf-8"))
     assert written["origin"] == "recorded" and written["model"] == ["jev-1.14.0"]
     assert set(written["entries"]) == set(json.loads(COMMITTED))
+
+
+@pytest.mark.parametrize("arguments, complaint", [
+    (["--calls-only", "notebooks/01_plain_routing.ipynb"], "name notebooks or --calls-only"),
+    (["notebooks/08_next_steps.ipynb"], "records into a file of its own"),
+    (["notebooks/99_missing.ipynb"], "no notebook at notebooks/99_missing.ipynb"),
+])
+def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, complaint,
+                                                                     tmp_path, capsys):
+    from tools.record import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--output", str(tmp_path / "new.json"), *arguments])
+    assert stopped.value.code == 2 and complaint in capsys.readouterr().err
+    assert not (tmp_path / "new.json").exists()

@@ -3,8 +3,10 @@
 Each test runs `python -m tools.record` against the loopback server, makes it fail one way, and
 checks the run ended promptly, said what failed, kept every answer written before, stopped its
 notebook kernels and left no temporary file. The runs stopped by Ctrl-C and by a failing call start
-the notebook kernels, as `make record` does; the runs whose subject is the recording file record
-the calls only (`make record-calls`), since kernels change nothing in how a write fails.
+notebook kernels as `make record` does, for two notebooks (`python -m tools.record NOTEBOOK...`:
+every call is still made, and stopping two kernels or seven is the same code); the runs whose
+subject is the recording file record the calls only (`make record-calls`), since kernels change
+nothing in how a write fails.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import RECORDING_PATH
-from tests.helpers import REPO_ROOT, live_env
+from tests.helpers import NOTEBOOKS, REPO_ROOT, live_env
 from tests.helpers import small_tmpfs as mounted_tmpfs
 from tools.loopback_server import LoopbackSystemOne
 
@@ -30,6 +32,7 @@ CANARY_KEY = "canary-sk-5d1c8e2a9b7f4063"
 COMMITTED = json.loads(RECORDING_PATH.read_text(encoding="utf-8"))
 STOP_BOUND = 2.0  # seconds from Ctrl-C to the process having exited (issue 8)
 FAILURE_BOUND = 10.0  # seconds from a failure to the process having exited ("within seconds")
+TWO_NOTEBOOKS = [str(path) for path in NOTEBOOKS if path.name.startswith(("01_", "04_"))]
 
 # Runs tools.record as `make record` does, after replacing os.replace (the recording's last write
 # step) with one that fails from the (FAIL_AFTER+1)th call on with the errno in FAIL_ERRNO.
@@ -54,9 +57,12 @@ def environment(base_url: str, scratch: Path, **extra: str) -> dict[str, str]:
 @contextlib.contextmanager
 def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: bool = False,
                   calls_only: bool = False, **extra: str):
-    """A `tools.record` process, killed (with every kernel it started) whatever happens."""
+    """A `tools.record` process, killed (with every kernel it started) whatever happens.
+
+    It runs two notebooks on the new recording, or none with `calls_only`.
+    """
     arguments = ["--output", str(output), "--notebooks-out", str(notebooks),
-                 *(["--calls-only"] * calls_only)]
+                 *(["--calls-only"] if calls_only else TWO_NOTEBOOKS)]
     command = ([sys.executable, "-c", INJECTED, *arguments] if injected
                else [sys.executable, "-m", "tools.record", *arguments])
     env = environment(base_url, notebooks.parent, **extra)
@@ -124,7 +130,7 @@ def test_ctrl_c_stops_a_recording_within_two_seconds_and_keeps_every_answer(tmp_
     with LoopbackSystemOne(RECORDING_PATH, latency=0.5) as server, \
             recording_run(server.base_url, output, tmp_path / "nb") as run:
         wait_until(lambda: len(entries(output)) >= 3, 120, "three recorded answers")
-        wait_until(lambda: len(kernels_of(run.pid)) > 0, 60, "the notebook kernels to start")
+        wait_until(lambda: len(kernels_of(run.pid)) == 2, 60, "the notebook kernels to start")
         kept_before = entries(output)
         run.send_signal(signal.SIGINT)
         took, stderr = finished(run, STOP_BOUND)
@@ -174,6 +180,7 @@ def test_a_failing_api_call_stops_the_kernels_and_the_other_customer(tmp_path):
     with LoopbackSystemOne(RECORDING_PATH, latency=0.3) as server:
         with recording_run(server.base_url, output, tmp_path / "nb") as run:
             wait_until(lambda: len(entries(output)) >= 2, 120, "two recorded answers")
+            wait_until(lambda: len(kernels_of(run.pid)) == 2, 60, "the notebook kernels to start")
             server.failure = "unauthorized"  # every later request is refused
             took, stderr = finished(run, FAILURE_BOUND)
     assert took < FAILURE_BOUND

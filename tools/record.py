@@ -3,6 +3,7 @@
     make record-dry-run   # which calls would go live, and what they would cost; needs no key
     make record           # with TYPESAFE_API_KEY (and TYPESAFE_ENDPOINT) set
     make record-calls     # the same calls and report, without running the notebooks
+    python -m tools.record notebooks/04_probe_experiment.ipynb   # every call; this notebook only
     make accept-recording # after review: the new recording replaces the committed one
 
 Recording never touches json_cache/json_cache.json: answers go to json_cache/json_cache.new.json
@@ -133,7 +134,8 @@ def run_every_call(customers: list[str] | None = None) -> None:
         wait_for_all(start_every_call(customers))
 
 
-def record(output: Path, notebooks_out: Path, calls_only: bool = False) -> int:
+def record(output: Path, notebooks_out: Path, notebooks: list[Path] | None = None) -> int:
+    """Record every call into `output`, run `notebooks` on it (None: all; []: none), report."""
     reason = replay_only_reason()
     if reason is not None:
         print(f"Recording needs a live client, but {reason}. Nothing was sent.", file=sys.stderr)
@@ -147,18 +149,18 @@ def record(output: Path, notebooks_out: Path, calls_only: bool = False) -> int:
     print(f"Recording into {shown_path(output)} ({already} calls already in it).", flush=True)
     calls: Future = Future()
     try:
-        runs = [] if calls_only else start_notebooks(calls)  # kernels start during the calls
+        paths = notebooks_of_the_official_calls() if notebooks is None else notebooks
+        runs = start_notebooks(paths, calls)  # their kernels start during the calls
         run_every_call()
         calls.set_result(None)
-        if runs:
-            write_notebooks(wait_for_all(runs), notebooks_out)
+        write_notebooks(paths, wait_for_all(runs), notebooks_out)
     except BaseException as error:  # noqa: BLE001 - every way out stops the run the same way
         with _ignoring_ctrl_c():
             return stop(error, calls, output, notebooks_out)
-    if calls_only:
+    if not paths:
         print("Notebooks not run (--calls-only): `make record` runs them on the new recording.\n")
     else:
-        print(f"Notebooks run on it: {shown_path(notebooks_out)}/\n")
+        print(f"Notebooks run on it ({len(paths)}): {shown_path(notebooks_out)}/\n")
     print("\n".join(compare(read_recording(output))))
     return 0
 
@@ -169,18 +171,22 @@ def notebooks_of_the_official_calls() -> list[Path]:
     return [path for path in notebook_paths() if path.name not in OWN_RECORDING]
 
 
-def start_notebooks(calls: Future) -> list[Future]:
-    """Start a kernel for each notebook of the official calls; its cells wait for `calls`."""
+def start_notebooks(paths: list[Path], calls: Future) -> list[Future]:
+    """Start a kernel for each notebook; its cells wait for `calls`."""
+    if not paths:
+        return []
     from tools.execute import execute
 
-    return [in_background(execute, path, calls) for path in notebooks_of_the_official_calls()]
+    return [in_background(execute, path, calls) for path in paths]
 
 
-def write_notebooks(notebooks: list, notebooks_out: Path) -> None:
+def write_notebooks(paths: list[Path], notebooks: list, notebooks_out: Path) -> None:
+    if not paths:
+        return
     import nbformat
 
     notebooks_out.mkdir(parents=True, exist_ok=True)
-    for path, notebook in zip(notebooks_of_the_official_calls(), notebooks, strict=True):
+    for path, notebook in zip(paths, notebooks, strict=True):
         nbformat.write(notebook, notebooks_out / path.name)
 
 
@@ -392,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks-out", type=Path, default=RECORDED_NOTEBOOKS)
     parser.add_argument("--calls-only", action="store_true",
                         help="record the calls and report on them, without running the notebooks")
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="run only these notebooks on the new recording (default: all)")
     args = parser.parse_args(argv)
     output = args.output.resolve()
     if output == RECORDING_PATH:
@@ -400,7 +408,15 @@ def main(argv: list[str] | None = None) -> int:
         return accept(output)
     if args.dry_run:
         return dry_run(output)
-    return record(output, args.notebooks_out.resolve(), calls_only=args.calls_only)
+    if args.calls_only and args.notebooks:
+        parser.error("--calls-only runs no notebook: name notebooks or --calls-only, not both")
+    notebooks = [] if args.calls_only else [path.resolve() for path in args.notebooks] or None
+    for path in notebooks or []:
+        if not path.is_file() or path.suffix != ".ipynb":
+            parser.error(f"no notebook at {shown_path(path)}")
+        if path.name in OWN_RECORDING:
+            parser.error(f"{path.name} records into a file of its own; `make record` skips it")
+    return record(output, args.notebooks_out.resolve(), notebooks)
 
 
 if __name__ == "__main__":
