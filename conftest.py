@@ -4,7 +4,7 @@ Tests never call the API: no key reaches the kernels, so every answer must come 
 recording, and a missing one fails its cell. Each kernel notes the cache keys it reads, so that
 `tests/test_recording.py` can find entries no notebook uses.
 
-`make test` (tools/test.sh) runs pytest twice: every test but the `after_notebooks` ones on two
+`make test` (tools/test.sh) runs pytest twice: every test but the `after_notebooks` ones on
 xdist workers, then those alone. The kernels' log and the list of notebooks that ran live in one
 folder, $MEMORYBOOK_USAGE_DIR, made here by the first process that needs it and inherited by the
 workers and by the second run, so that the checks see what every worker's kernels did.
@@ -63,7 +63,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     A notebook's cells share one kernel, so a notebook goes whole to one worker, in order; so does
     each file in RUN_WHOLE. Every other test is a unit of its own, so that a long file (the
-    live-mode tests) is spread over both workers instead of holding one up. (`--dist loadgroup`
+    live-mode tests) is spread over the workers instead of holding one up. (`--dist loadgroup`
     would say the same with markers, but pytest-xdist 3.8 does not group under pytest 9.)
     """
     from xdist.scheduler import LoadScopeScheduling
@@ -81,6 +81,20 @@ def pytest_configure(config):
         "markers", "after_notebooks: runs after nbval has executed every notebook"
     )
     config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The after-notebooks run (`-m after_notebooks`) collects only the files holding such tests.
+
+    Collecting the rest (parsing every notebook, importing Playwright) would only deselect it.
+    """
+    if config.getoption("markexpr") != "after_notebooks" or not collection_path.is_file():
+        return None
+    if collection_path.suffix == ".ipynb":
+        return True
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return "after_notebooks" not in collection_path.read_text(encoding="utf-8")
+    return None
 
 
 @pytest.fixture

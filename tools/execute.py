@@ -32,8 +32,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
 HEADLINES = ("plain Jev ->", "Expected routes:")  # stdout lines worth repeating at the end
 KERNEL_TIMEOUT = 120  # seconds a single cell may take
-# What a kernel can import before the recording it will replay exists (see `execute`).
-WARM_UP = "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot, typesafe_sdk"
+# What a kernel can import before the recording it will replay exists (see `execute`): the SDK
+# every notebook uses, and matplotlib (half a second more) where the notebook draws a chart.
+WARM_UP = "import typesafe_sdk"
+WARM_UP_CHARTS = "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot"
+
+
+def warm_up_code(notebook: nbformat.NotebookNode) -> str:
+    draws = any("memorybook.charts" in cell.source for cell in notebook.cells
+                if cell.cell_type == "code")
+    return f"{WARM_UP}; {WARM_UP_CHARTS}" if draws else WARM_UP
 
 
 def notebook_paths() -> list[Path]:
@@ -93,7 +101,8 @@ def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.Notebo
         if cells_wait_for is not None:
 
             async def warm_up_then_wait(notebook):
-                await client.kc.execute_interactive(WARM_UP, silent=True, store_history=False)
+                await client.kc.execute_interactive(warm_up_code(notebook), silent=True,
+                                                    store_history=False)
                 await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
 
             client.on_notebook_start = warm_up_then_wait

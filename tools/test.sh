@@ -2,10 +2,13 @@
 # The README's test command (`make test`): every test, with the project's virtual environment.
 #
 # Two pytest runs share one scratch folder and one PostgreSQL server:
-#   1. every test but the `after_notebooks` ones, on two xdist workers. conftest.py's scheduler
-#      hands out each notebook whole (its cells run in order in one kernel on one worker), the
-#      browser test file whole, and every other test on its own, so a long test runs on one
-#      worker while the other works through the rest;
+#   1. every test but the `after_notebooks` ones, on xdist workers: one more than the machine has
+#      cores, at most four (MEMORYBOOK_TEST_WORKERS overrides). Many tests wait (on a loopback
+#      server's latency, a kernel or a subprocess starting), and the extra worker fills those
+#      waits; past four nothing is gained, as the browser test alone runs ~27 s on one worker.
+#      conftest.py's scheduler hands out each notebook whole (its cells run in order in one
+#      kernel on one worker), the browser test file whole, and every other test on its own, so a
+#      long test runs on one worker while the others work through the rest;
 #   2. the `after_notebooks` tests alone, which read what every worker's kernels logged.
 # Arguments go to both runs (e.g. `tools/test.sh -q`, `tools/test.sh tests/test_store.py`).
 #
@@ -53,9 +56,11 @@ if [[ -z "${MEMORYBOOK_TEST_PG_URL:-}" ]]; then
 fi
 
 pytest=(.venv/bin/python -m pytest)
+cores=$(nproc)
+workers=${MEMORYBOOK_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
 status=0
 # conftest.py's scheduler replaces --dist; loadfile (whole files) is what runs without it.
-"${pytest[@]}" -n 2 --dist loadfile -m "not after_notebooks" "$@" || status=$?
+"${pytest[@]}" -n "$workers" --dist loadfile -m "not after_notebooks" "$@" || status=$?
 after_status=0
 "${pytest[@]}" -p no:xdist -m after_notebooks "$@" || after_status=$?
 # Exit code 5 is "no test selected": the arguments chose files without after-notebooks tests.
