@@ -28,6 +28,7 @@ import difflib
 import importlib.util
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -204,7 +205,7 @@ def run_all(page) -> dict:
 
 
 def rendered(page, index: int) -> dict:
-    """Scroll cell `index` into view; its rendered images' widths and its Markdown links."""
+    """Scroll cell `index` into view; its images' widths, its Markdown links and tables."""
     return in_page(
         page,
         """async ([index, seconds]) => {
@@ -214,10 +215,12 @@ def rendered(page, index: int) -> dict:
             const images = [...cell.node.querySelectorAll('.jp-OutputArea .jp-RenderedImage img')];
             const decoded = Promise.all(images.map((img) => img.decode().catch(() => null)));
             await within(decoded, seconds, 'decoding the images of cell ' + index);
-            const anchors = cell.node.querySelectorAll('.jp-OutputArea .jp-RenderedMarkdown a');
+            const markdown = '.jp-OutputArea .jp-RenderedMarkdown';
+            const anchors = cell.node.querySelectorAll(markdown + ' a');
             return {
                 widths: images.map((img) => img.naturalWidth),
                 hrefs: [...anchors].map((a) => a.getAttribute('href')),
+                tables: cell.node.querySelectorAll(markdown + ' table').length,
             };
         }""",
         [index, STEP_SECONDS],
@@ -256,6 +259,7 @@ def check_run_all(page, path: Path, committed: dict) -> list[str]:
         text_differences(committed["cells"], cells)
         + missing_images(page, committed["cells"])
         + link_problems(page, path, committed["cells"])
+        + markdown_problems(page, committed["cells"])
     )
 
 
@@ -340,6 +344,28 @@ def missing_images(page, committed_cells: list[dict]) -> list[str]:
                 f"{label(index, cell)}: {expected} image(s) committed, {shown} rendered "
                 f"(natural widths {widths})"
             )
+    return problems
+
+
+MARKDOWN_TABLE = re.compile(r"^\|[-:| ]+\|$", re.MULTILINE)  # a table's delimiter row
+
+
+def markdown_problems(page, committed_cells: list[dict]) -> list[str]:
+    """Markdown reads as written: each table output renders as a table, and nothing anywhere in
+    the notebook was typeset as a formula (the collection has none; a `$` pair turns a price
+    into math). Typesetting is asynchronous, so the second check sees what was typeset by now;
+    tests/test_notebooks_committed.py finds every unescaped `$` in the files themselves."""
+    problems = []
+    for index, cell in enumerate(committed_cells):
+        tables = sum(bool(MARKDOWN_TABLE.search(joined(output["data"]["text/markdown"])))
+                     for output in cell.get("outputs", [])
+                     if "text/markdown" in output.get("data", {}))
+        if tables and rendered(page, index)["tables"] != tables:
+            problems.append(f"{label(index, cell)}: {tables} Markdown table(s) committed, "
+                            f"{rendered(page, index)['tables']} rendered as a table")
+    formulas = in_page(page, "() => window.panel.node.querySelectorAll('mjx-container').length")
+    if formulas:
+        problems.append(f"{formulas} piece(s) of text typeset as math (an unescaped $ pair?)")
     return problems
 
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.helpers import NOTEBOOKS, REPO_ROOT
+from tests.helpers import NOTEBOOKS, REPO_ROOT, markdown_outputs
 
 
 def load(path):
@@ -90,3 +90,32 @@ def test_outputs_are_compared_not_ignored(path):
     for cell in code_cells(load(path)):
         source = "".join(cell["source"])
         assert "NBVAL_IGNORE_OUTPUT" not in source and "NBVAL_SKIP" not in source
+
+
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)  # fenced blocks and code spans
+
+
+def dollars_read_as_math(markdown: str) -> list[str]:
+    """Each `$` outside code, with the text around it.
+
+    JupyterLab typesets the text between two dollars as a formula, so a price like "$0.049 and
+    $0.56" turns into italic math and a table holding prices falls apart. Writing `\\$` does not
+    help there (jupyterlab/jupyterlab#8645, and `\\\\$` shows a backslash elsewhere), so the
+    collection writes USD instead.
+    """
+    text = CODE.sub("", markdown)
+    return [text[max(0, m.start() - 25):m.end() + 25] for m in re.finditer(r"\$", text)]
+
+
+@by_name
+def test_no_dollar_sign_is_read_as_math(path):
+    nb = load(path)
+    markdown = ["".join(cell["source"]) for cell in nb["cells"] if cell["cell_type"] == "markdown"]
+    markdown += markdown_outputs(nb)
+    found = [context for text in markdown for context in dollars_read_as_math(text)]
+    assert found == [], f"write USD, not $, in the Markdown of {path.name}: {found}"
+
+
+def test_the_dollar_check_finds_prices_escaped_or_not_and_leaves_code_alone():
+    assert len(dollars_read_as_math(r"costs $0.049 and \$0.56")) == 2
+    assert dollars_read_as_math("costs USD 0.049, `$(BIN)` and ```\n$x$\n```") == []
