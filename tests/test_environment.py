@@ -19,23 +19,14 @@ from packaging.utils import canonicalize_name
 from tests.helpers import REPO_ROOT
 
 LIST = REPO_ROOT / "requirements.in"
-OVERRIDES = REPO_ROOT / "requirements-overrides.txt"  # `make lock` passes it to uv
 LOCK = REPO_ROOT / "requirements.txt"
 PROJECT = "memorybook"
 
 
-def requirements_in(path) -> list[Requirement]:
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text("utf-8").splitlines())
-    return [Requirement(line) for line in lines if line]
-
-
 def direct_requirements() -> list[Requirement]:
-    return requirements_in(LIST)
-
-
-def overrides() -> dict[str, Requirement]:
-    """What requirements-overrides.txt puts in place of any requirement of the same name."""
-    return {canonicalize_name(r.name): r for r in requirements_in(OVERRIDES)}
+    text = LIST.read_text(encoding="utf-8")
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return [Requirement(line) for line in lines if line]
 
 
 def locked_blocks() -> dict[str, tuple[str, list[str]]]:
@@ -86,17 +77,12 @@ def test_the_lock_names_the_command_that_wrote_it_and_make_lock_is_that_command(
 
 
 def required_closure(requirements: list[Requirement]) -> set[str]:
-    """Every distribution the requirements pull in, following the installed metadata.
-
-    As uv does for the lock, an override replaces every requirement of its name.
-    """
-    replaced = overrides()
+    """Every distribution the requirements pull in, following the installed metadata."""
     found: set[str] = set()
     followed: set[tuple[str, str]] = set()  # (distribution, extra) whose needs are queued
     pending = [(requirement, "") for requirement in requirements]  # with the asker's extra
     while pending:
         requirement, asking_extra = pending.pop()
-        requirement = replaced.get(canonicalize_name(requirement.name), requirement)
         if requirement.marker and not requirement.marker.evaluate({"extra": asking_extra}):
             continue
         name = canonicalize_name(requirement.name)
@@ -114,16 +100,6 @@ def test_the_lock_holds_what_the_list_needs_and_nothing_else():
     locked = set(locked_versions())
     assert locked - needed == set(), "pinned, but nothing in requirements.in needs them"
     assert needed - locked == set(), "needed by requirements.in, but not pinned"
-
-
-def test_what_the_overrides_leave_out_is_neither_locked_nor_installed():
-    left_out = [name for name, r in overrides().items()
-                if r.marker and not r.marker.evaluate({"extra": ""})]
-    assert "rfc3987-syntax" in left_out
-    for name in left_out:
-        assert name not in locked_versions()
-        with pytest.raises(importlib.metadata.PackageNotFoundError):
-            importlib.metadata.distribution(name)
 
 
 def test_the_environment_holds_exactly_the_lock():
