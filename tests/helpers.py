@@ -98,6 +98,17 @@ def small_tmpfs(folder: Path, size: str):
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
 
 
+RECORD = [sys.executable, "-m", "tools.record"]  # `make record`, run by this interpreter
+
+
+def record_arguments(output: Path, notebooks_out: Path, *selection: str) -> list[str]:
+    """tools.record's arguments for a run into scratch paths.
+
+    `selection`: "--calls-only" (`make record-calls`), notebook paths, or nothing (every notebook).
+    """
+    return ["--output", str(output), "--notebooks-out", str(notebooks_out), *selection]
+
+
 def live_env(base_url: str, scratch: Path | None, key: str, recording: Path | None = None,
              **extra: str) -> dict[str, str]:
     """The environment of a live run against a loopback server, allowed even under CI.

@@ -360,9 +360,10 @@ def markdown_problems(page, committed_cells: list[dict]) -> list[str]:
         tables = sum(bool(MARKDOWN_TABLE.search(joined(output["data"]["text/markdown"])))
                      for output in cell.get("outputs", [])
                      if "text/markdown" in output.get("data", {}))
-        if tables and rendered(page, index)["tables"] != tables:
+        shown = rendered(page, index)["tables"] if tables else 0
+        if shown != tables:
             problems.append(f"{label(index, cell)}: {tables} Markdown table(s) committed, "
-                            f"{rendered(page, index)['tables']} rendered as a table")
+                            f"{shown} rendered as a table")
     formulas = in_page(page, "() => window.panel.node.querySelectorAll('mjx-container').length")
     if formulas:
         problems.append(f"{formulas} piece(s) of text typeset as math (an unescaped $ pair?)")

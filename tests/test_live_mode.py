@@ -19,7 +19,7 @@ import pytest
 from memorybook.config import RECORDING_PATH
 from memorybook.recording import RecordingError, open_recording
 from tests import helpers
-from tests.helpers import REPO_ROOT, run_python
+from tests.helpers import RECORD, REPO_ROOT, record_arguments, run_python
 from tools.loopback_server import LoopbackSystemOne, closed_port_url
 from tools.record import OWN_RECORDING
 
@@ -34,8 +34,8 @@ def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
 
 def record_command(tmp_path: Path, calls_only: bool) -> list[str]:
     """`make record` into tmp_path; with calls_only, `make record-calls` (no notebook is run)."""
-    return [sys.executable, "-m", "tools.record", "--output", str(tmp_path / "new.json"),
-            "--notebooks-out", str(tmp_path / "notebooks"), *(["--calls-only"] * calls_only)]
+    return [*RECORD, *record_arguments(tmp_path / "new.json", tmp_path / "notebooks",
+                                       *(["--calls-only"] * calls_only))]
 
 
 def record(base_url: str, tmp_path: Path, calls_only: bool = False,

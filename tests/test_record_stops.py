@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import RECORDING_PATH
-from tests.helpers import NOTEBOOKS, REPO_ROOT, live_env
+from tests.helpers import NOTEBOOKS, RECORD, REPO_ROOT, live_env, record_arguments
 from tests.helpers import small_tmpfs as mounted_tmpfs
 from tools.loopback_server import LoopbackSystemOne
 
@@ -61,10 +61,9 @@ def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: boo
 
     It runs two notebooks on the new recording, or none with `calls_only`.
     """
-    arguments = ["--output", str(output), "--notebooks-out", str(notebooks),
-                 *(["--calls-only"] if calls_only else TWO_NOTEBOOKS)]
-    command = ([sys.executable, "-c", INJECTED, *arguments] if injected
-               else [sys.executable, "-m", "tools.record", *arguments])
+    arguments = record_arguments(output, notebooks,
+                                 *(["--calls-only"] if calls_only else TWO_NOTEBOOKS))
+    command = [sys.executable, "-c", INJECTED, *arguments] if injected else [*RECORD, *arguments]
     env = environment(base_url, notebooks.parent, **extra)
     process = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -18,7 +18,7 @@ from memorybook.config import RECORDING_PATH
 from memorybook.live import redact
 from memorybook.recording import RecordingError
 from tests import helpers
-from tests.helpers import REPO_ROOT
+from tests.helpers import RECORD, REPO_ROOT, record_arguments
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-sk-0b9e7d3f61a24c58"
@@ -89,8 +89,8 @@ def test_a_failed_call_whose_answer_echoes_the_key_never_shows_it(tmp_path, fail
 
 
 def test_make_record_never_reports_or_writes_the_key(tmp_path):
-    command = [sys.executable, "-m", "tools.record", "--output", str(tmp_path / "new.json"),
-               "--notebooks-out", str(tmp_path / "notebooks"), "--calls-only"]
+    command = [*RECORD, *record_arguments(tmp_path / "new.json", tmp_path / "notebooks",
+                                          "--calls-only")]
     with LoopbackSystemOne(RECORDING_PATH, failure="bad_request", echo_headers=True) as server:
         result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True,
                                 timeout=300, env=live_env(server.base_url, tmp_path / "new.json"))
