@@ -40,7 +40,7 @@ setup: $(INSTALLED) ## Create .venv and install exactly requirements.txt (the lo
 
 lock: | $(UV) ## After editing requirements.in: pin it, and all it needs, in requirements.txt
 	$(UV) pip compile --quiet --generate-hashes --python-version 3.11 --python-platform linux \
-		--custom-compile-command 'make lock' requirements.in -o requirements.txt
+		--no-strip-extras --custom-compile-command 'make lock' requirements.in -o requirements.txt
 
 run: $(INSTALLED) ## Set up, run every notebook from the recording, print the headline results
 	$(BIN)/python -m tools.execute
