@@ -12,7 +12,9 @@ from the user's Jupyter set-up changes what it does and it writes nothing outsid
 what the notebooks themselves write: checkpoints go to the temporary folder too, and document
 autosave is off, so opening, clearing and running a notebook never writes it back to disk.
 
-Its kernels never see an API key, so they can only replay the recording. On leaving the `with`
+Its kernels never see an API key, so they can only replay the recording. They talk over Unix
+sockets like every kernel of a test run (the server inherits conftest.py's choice of
+memorybook/kernels.py's provisioner). On leaving the `with`
 block, whatever happened in it, the server is asked to stop (SIGTERM shuts its kernels down),
 and whatever it started that is still running a few seconds later is killed. If the test process
 dies without getting there, the server culls idle kernels and then exits on its own after ten

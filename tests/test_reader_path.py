@@ -20,7 +20,6 @@ from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from tests.helpers import NOTEBOOKS, copy_of_the_collection, run_python
-from tools.execute import kernel_manager, kernel_sockets
 
 
 def comparable(outputs: list) -> list:
@@ -48,21 +47,20 @@ def run_in_one_kernel(path: Path, passes: dict[str, list[int]]) -> dict[str, dic
     """
     notebook = nbformat.read(path, as_version=4)
     shown = {}
-    with kernel_sockets() as sockets:
-        client = NotebookClient(notebook, km=kernel_manager(sockets), timeout=120,
-                                record_timing=False,
-                                extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                                resources={"metadata": {"path": str(path.parent)}})
-        with client.setup_kernel():
-            for how, order in passes.items():
-                for index in order:
-                    try:
-                        client.execute_cell(notebook.cells[index], index)
-                    except CellExecutionError as error:
-                        pytest.fail(f"{path.name}, {how}: code cell at index {index} failed:\n"
-                                    f"{str(error)[-1500:]}")
-                shown[how] = {index: comparable(notebook.cells[index].outputs)
-                              for index in sorted(set(order))}
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120, record_timing=False,
+                            shutdown_kernel="immediate",
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                            resources={"metadata": {"path": str(path.parent)}})
+    with client.setup_kernel():
+        for how, order in passes.items():
+            for index in order:
+                try:
+                    client.execute_cell(notebook.cells[index], index)
+                except CellExecutionError as error:
+                    pytest.fail(f"{path.name}, {how}: code cell at index {index} failed:\n"
+                                f"{str(error)[-1500:]}")
+            shown[how] = {index: comparable(notebook.cells[index].outputs)
+                          for index in sorted(set(order))}
     return shown
 
 
@@ -104,11 +102,10 @@ def test_an_edited_ticket_misses_with_its_field_named_and_a_link_to_that_call(tm
     monkeypatch.setenv("PYTHONPATH", str(copy))  # the kernel imports the copy's memorybook
     path = copy / "notebooks" / "01_plain_routing.ipynb"
     notebook = nbformat.read(path, as_version=4)
-    with kernel_sockets() as sockets:
-        client = NotebookClient(notebook, km=kernel_manager(sockets), timeout=120,
-                                resources={"metadata": {"path": str(path.parent)}})
-        with pytest.raises(CellExecutionError):
-            client.execute()
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            resources={"metadata": {"path": str(path.parent)}})
+    with pytest.raises(CellExecutionError):
+        client.execute()
 
     failed = next(cell for cell in notebook.cells if cell.cell_type == "code"
                   and "slow_dashboards = later_state" in cell.source)

@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
 import IPython.paths  # noqa: F401 - imported here, once: kernels started in threads import it lazily
 import nbformat
-from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+from memorybook.kernels import use_unix_socket_kernels
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -48,65 +45,34 @@ def notebook_paths() -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
-def kernel_manager(sockets: Path) -> AsyncKernelManager:
-    """A manager for one python3 kernel that talks over Unix sockets in `sockets`, not TCP.
-
-    With TCP, jupyter_client picks free ports and the kernel binds them a moment later, so a
-    process starting kernels at the same time (a parallel test run, a live recording's seven
-    kernels) can take one first and the kernel dies with "Address already in use". Sockets in a
-    folder of the caller's own cannot collide.
-    """
-    return AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "kernel"))
-
-
-_SOCKET_FOLDERS: set[Path] = set()  # of kernels this process runs now
-
-
-@contextlib.contextmanager
-def kernel_sockets() -> Iterator[Path]:
-    """A new folder for one kernel's sockets, removed when the kernel is done."""
-    folder = Path(tempfile.mkdtemp(prefix="memorybook-kernel-"))
-    _SOCKET_FOLDERS.add(folder)
-    try:
-        yield folder
-    finally:
-        _SOCKET_FOLDERS.discard(folder)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def remove_kernel_sockets() -> None:
-    """Remove the socket folders of kernels still running, for a process about to os._exit()."""
-    for folder in list(_SOCKET_FOLDERS):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.NotebookNode:
-    """Execute one notebook in a fresh kernel started in its own folder; return it with outputs.
+    """Execute one notebook in a fresh kernel; return it with its outputs.
 
     With `cells_wait_for`, the kernel starts and imports the heavy libraries at once, but runs the
     notebook's cells only when that future is done (and not at all if it failed): a live
     recording starts its kernels while its API calls are still in flight.
     """
     notebook = nbformat.read(path, as_version=4)
-    with kernel_sockets() as sockets:
-        client = NotebookClient(
-            notebook,
-            km=kernel_manager(sockets),
-            timeout=KERNEL_TIMEOUT,
-            record_timing=False,
-            coalesce_streams=True,
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on a terminal
-            resources={"metadata": {"path": str(path.parent)}},
-        )
-        if cells_wait_for is not None:
+    use_unix_socket_kernels()  # over TCP, kernels started at the same time elsewhere can collide
+    client = NotebookClient(
+        notebook,
+        kernel_name="python3",  # the client owns its kernel, and shuts it down when done
+        shutdown_kernel="immediate",  # as nbval does: nothing is left to save, no need to wait
+        timeout=KERNEL_TIMEOUT,
+        record_timing=False,
+        coalesce_streams=True,
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on a terminal
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    if cells_wait_for is not None:
 
-            async def warm_up_then_wait(notebook):
-                await client.kc.execute_interactive(warm_up_code(notebook), silent=True,
-                                                    store_history=False)
-                await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
+        async def warm_up_then_wait(notebook):
+            await client.kc.execute_interactive(warm_up_code(notebook), silent=True,
+                                                store_history=False)
+            await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
 
-            client.on_notebook_start = warm_up_then_wait
-        client.execute()
+        client.on_notebook_start = warm_up_then_wait
+    client.execute()
     notebook.metadata["language_info"] = {"name": "python"}
     return notebook
 

@@ -211,8 +211,8 @@ def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path)
     _stopped = True
     complete = stop_writing(output)  # waits for a write in progress; refuses every later one
     stop_kernels()
-    if (execute := sys.modules.get("tools.execute")) is not None:  # kernels were started
-        execute.remove_kernel_sockets()  # their folders: this process ends with os._exit
+    if (kernels := sys.modules.get("memorybook.kernels")) is not None:  # kernels were started
+        kernels.remove_socket_folders()  # their sockets' folders: this process ends with os._exit
     try:
         kept = f"{len(read_recording(output))} answers are kept in {shown_path(output)}"
     except RecordingError as unreadable:

@@ -1,0 +1,70 @@
+"""Jupyter kernels that talk over Unix sockets in a folder of their own, never over TCP ports.
+
+Over TCP, jupyter_client picks ports that are free at that moment and the kernel binds them a
+moment later. Any process on the machine can take one in between: another process starting
+kernels, a test's loopback server, an outgoing connection. The kernel then dies with "Address
+already in use", or stays up on the wrong sockets and its client waits out the whole start-up
+timeout. Sockets in a new folder per kernel cannot collide.
+
+`UnixSocketProvisioner` is a jupyter_client kernel provisioner, registered in pyproject.toml as
+"memorybook-unix-sockets". With JUPYTER_DEFAULT_PROVISIONER_NAME set to that name, every kernel
+manager in the process and its children uses it: nbval's, nbclient's, nbconvert's and a JupyterLab
+server's. conftest.py sets it for every test run, and tools/execute.py for `make run` and
+`make record`. The reader's own JupyterLab (`make lab`) keeps jupyter_client's default.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.provisioning import LocalProvisioner
+
+PROVISIONER_NAME = "memorybook-unix-sockets"
+DEFAULT_PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"  # read by jupyter_client
+
+_SOCKET_FOLDERS: set[Path] = set()  # of the kernels this process runs now
+
+
+def use_unix_socket_kernels() -> None:
+    """Make every kernel this process or its children start use `UnixSocketProvisioner`.
+
+    Call it before the first kernel starts: jupyter_client reads the variable once per process.
+    """
+    os.environ[DEFAULT_PROVISIONER_ENV] = PROVISIONER_NAME
+
+
+def remove_socket_folders() -> None:
+    """Remove the socket folders of kernels still running, for a process about to os._exit()."""
+    for folder in list(_SOCKET_FOLDERS):
+        shutil.rmtree(folder, ignore_errors=True)
+        _SOCKET_FOLDERS.discard(folder)
+
+
+class UnixSocketProvisioner(LocalProvisioner):
+    """jupyter_client's local provisioner, with the kernel's sockets in a new private folder.
+
+    The folder lives as long as the kernel: a restart keeps it, a shutdown removes it.
+    """
+
+    socket_folder: Path | None = None
+
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        manager = self.parent
+        if manager is not None and self.socket_folder is None:
+            self.socket_folder = Path(tempfile.mkdtemp(prefix="memorybook-kernel-"))
+            _SOCKET_FOLDERS.add(self.socket_folder)
+            manager.transport = "ipc"
+            manager.ip = str(self.socket_folder / "kernel")  # sockets kernel-1 ... kernel-5
+            manager.cache_ports = False  # port numbers only name files here
+        return await super().pre_launch(**kwargs)
+
+    async def cleanup(self, restart: bool = False) -> None:
+        await super().cleanup(restart=restart)
+        if not restart and self.socket_folder is not None:
+            shutil.rmtree(self.socket_folder, ignore_errors=True)
+            _SOCKET_FOLDERS.discard(self.socket_folder)
+            self.socket_folder = None

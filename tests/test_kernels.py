@@ -1,0 +1,73 @@
+"""Kernels of a test run talk over Unix sockets in a folder of their own (memorybook/kernels.py).
+
+Over TCP, a kernel binds ports its manager found free a moment earlier; in a parallel run another
+process can take one first, and nbval then waits out its 60 s start-up timeout on a kernel that
+never answers. These tests start kernels the way nbval and nbclient do, through jupyter_client's
+default provisioner, and check where their sockets are.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from jupyter_client.manager import KernelManager
+
+from memorybook import kernels
+
+
+def started_kernel() -> KernelManager:
+    manager = KernelManager(kernel_name="python3")  # no transport given, as nbval does it
+    manager.start_kernel(extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    return manager
+
+
+def sockets_of(manager: KernelManager) -> list[Path]:
+    folder = Path(manager.ip).parent
+    return sorted(path for path in folder.iterdir() if stat.S_ISSOCK(path.stat().st_mode))
+
+
+def test_a_test_runs_kernels_use_unix_sockets_in_a_folder_of_their_own():
+    assert os.environ[kernels.DEFAULT_PROVISIONER_ENV] == kernels.PROVISIONER_NAME  # conftest.py
+    first, second = started_kernel(), started_kernel()
+    try:
+        for manager in (first, second):
+            assert isinstance(manager.provisioner, kernels.UnixSocketProvisioner)
+            assert manager.transport == "ipc"
+            client = manager.client()
+            client.start_channels()
+            client.wait_for_ready(timeout=60)
+            client.stop_channels()
+            assert len(sockets_of(manager)) == 5  # shell, iopub, stdin, control, heartbeat
+        assert Path(first.ip).parent != Path(second.ip).parent
+    finally:
+        folders = [Path(manager.ip).parent for manager in (first, second)]
+        for manager in (first, second):
+            manager.shutdown_kernel(now=True)
+    assert not any(folder.exists() for folder in folders), "a shut-down kernel left its folder"
+
+
+def test_a_restarted_kernel_keeps_its_folder_and_answers_again():
+    manager = started_kernel()
+    try:
+        folder = Path(manager.ip).parent
+        manager.restart_kernel(now=True)
+        assert Path(manager.ip).parent == folder and folder.is_dir()
+        client = manager.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=60)
+        client.stop_channels()
+    finally:
+        manager.shutdown_kernel(now=True)
+    assert not folder.exists()
+
+
+def test_a_process_about_to_exit_can_remove_the_folders_of_kernels_still_running():
+    manager = started_kernel()
+    folder = Path(manager.ip).parent
+    try:
+        kernels.remove_socket_folders()
+        assert not folder.exists()
+    finally:
+        manager.shutdown_kernel(now=True)  # its folder is gone already: nothing fails
