@@ -5,12 +5,14 @@
         lab.wait_until_ready()   # bounded: /api/status answers, or an error with the server's log
         lab.url("lab/tree/notebooks/01_plain_routing.ipynb")
 
-The server runs with this interpreter (the project's environment) on 127.0.0.1, on a free port,
-with a random token, in a session of its own (so a Ctrl-C reaches only pytest, which then stops
-it). Its Jupyter config, data, runtime, settings and workspace folders are temporary, so nothing
-from the user's Jupyter set-up changes what it does and it writes nothing outside them except
-what the notebooks themselves write: checkpoints go to the temporary folder too, and document
-autosave is off, so opening, clearing and running a notebook never writes it back to disk.
+The server runs with this interpreter (the project's environment) on 127.0.0.1, on a port it
+binds itself (a port picked here and handed to it could be taken by another process while it
+starts), with a random token, in a session of its own (so a Ctrl-C reaches only pytest, which
+then stops it). Its Jupyter config, data, runtime, settings and workspace folders are temporary,
+so nothing from the user's Jupyter set-up changes what it does and it writes nothing outside them
+except what the notebooks themselves write: checkpoints go to the temporary folder too, and
+document autosave is off, so opening, clearing and running a notebook never writes it back to
+disk.
 
 Its kernels never see an API key, so they can only replay the recording. They talk over Unix
 sockets like every kernel of a test run (the server inherits conftest.py's choice of
@@ -28,7 +30,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,14 +55,17 @@ SETTINGS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass
 class Lab:
-    base: str  # http://127.0.0.1:PORT/
     token: str = field(repr=False)
     log: Path  # the server's stdout and stderr
+    info_file: Path  # what the server writes once it listens: its port among other things
     process: subprocess.Popen = field(repr=False)
+    base: str = ""  # http://127.0.0.1:PORT/, known once the server is ready
 
     def url(self, path: str) -> str:
+        if not self.base:
+            raise RuntimeError("JupyterLab's address is known once wait_until_ready() returns")
         return self.base + path.lstrip("/")
 
     def get_json(self, path: str):
@@ -72,6 +76,7 @@ class Lab:
             return json.load(response)
 
     def wait_until_ready(self) -> None:
+        """Wait for the port the server chose (its info file), then for /api/status to answer."""
         deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -80,9 +85,12 @@ class Lab:
                     "ready:\n" + self.log_tail()
                 )
             try:
+                if not self.base:
+                    port = json.loads(self.info_file.read_text(encoding="utf-8"))["port"]
+                    self.base = f"http://127.0.0.1:{port}/"
                 self.get_json("api/status")
                 return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
+            except (OSError, ValueError, KeyError):  # not written yet (or half); not answering
                 time.sleep(0.2)
         raise RuntimeError(
             f"JupyterLab did not answer /api/status within {STARTUP_SECONDS} s:\n"
@@ -93,12 +101,6 @@ class Lab:
         """The end of the server's log, for error messages; the token is blanked out."""
         text = self.log.read_text(encoding="utf-8", errors="replace").replace(self.token, "...")
         return "\n".join(text.splitlines()[-lines:])
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -117,12 +119,12 @@ def jupyterlab_server(root_dir: Path) -> Iterator[Lab]:
             JUPYTER_PLATFORM_DIRS="1",
             PYTHONPATH=str(root_dir),  # kernels import the memorybook of the folder served
         )
-        port, token = free_port(), secrets.token_hex(16)
+        token = secrets.token_hex(16)
         command = [
             sys.executable, "-m", "jupyterlab",
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
+            "--ServerApp.port=0",  # it binds a free port itself: Lab.wait_until_ready reads which
             "--ServerApp.port_retries=0",
             f"--ServerApp.root_dir={root_dir}",
             f"--IdentityProvider.token={token}",
@@ -143,7 +145,8 @@ def jupyterlab_server(root_dir: Path) -> Iterator[Lab]:
                 stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
             )
         try:
-            yield Lab(base=f"http://127.0.0.1:{port}/", token=token, log=log, process=process)
+            info_file = tmp / "runtime" / f"jpserver-{process.pid}.json"
+            yield Lab(token=token, log=log, info_file=info_file, process=process)
         finally:
             stop(process)
 
