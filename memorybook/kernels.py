@@ -18,22 +18,35 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 
 PROVISIONER_NAME = "memorybook-unix-sockets"
+PROVISIONERS_GROUP = "jupyter_client.kernel_provisioners"  # entry points jupyter_client reads
 DEFAULT_PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"  # read by jupyter_client
 
 _SOCKET_FOLDERS: set[Path] = set()  # of the kernels this process runs now
+
+
+class ProvisionerNotInstalled(RuntimeError):
+    """The environment does not register the provisioner: this project was installed before it."""
 
 
 def use_unix_socket_kernels() -> None:
     """Make every kernel this process or its children start use `UnixSocketProvisioner`.
 
     Call it before the first kernel starts: jupyter_client reads the variable once per process.
+    jupyter_client finds provisioners through their entry points, which this project's install
+    registers; without it every kernel would fail with a misleading "No such kernel named python3".
     """
+    if not entry_points(group=PROVISIONERS_GROUP, name=PROVISIONER_NAME):
+        raise ProvisionerNotInstalled(
+            f"The kernel provisioner {PROVISIONER_NAME!r} is not registered in this environment "
+            "(pyproject.toml declares it; this .venv was set up before it was added). "
+            "Run `make setup` to install the project again.")
     os.environ[DEFAULT_PROVISIONER_ENV] = PROVISIONER_NAME
 
 

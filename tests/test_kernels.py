@@ -12,6 +12,7 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 from jupyter_client.manager import KernelManager
 
 from memorybook import kernels
@@ -71,3 +72,10 @@ def test_a_process_about_to_exit_can_remove_the_folders_of_kernels_still_running
         assert not folder.exists()
     finally:
         manager.shutdown_kernel(now=True)  # its folder is gone already: nothing fails
+
+
+def test_an_environment_set_up_before_the_provisioner_existed_is_told_to_set_up_again(
+        monkeypatch):
+    monkeypatch.setattr(kernels, "entry_points", lambda **selection: [])
+    with pytest.raises(kernels.ProvisionerNotInstalled, match=r"Run `make setup`"):
+        kernels.use_unix_socket_kernels()
