@@ -20,7 +20,7 @@ from memorybook.config import RECORDING_PATH
 from memorybook.recording import RecordingError, open_recording
 from tests import helpers
 from tests.helpers import RECORD, REPO_ROOT, record_arguments, run_python
-from tools.loopback_server import LoopbackSystemOne, closed_port_url
+from tools.loopback_server import LoopbackSystemOne, closed_port
 from tools.record import OWN_RECORDING
 
 CANARY_KEY = "canary-sk-7f3e9b1c0d2a4e6f"
@@ -108,9 +108,10 @@ ONE_LIVE_CALL = textwrap.dedent("""
 @pytest.mark.parametrize("failure", FAILURES)
 def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
     recording = tmp_path / "new.json"
-    with LoopbackSystemOne(RECORDING_PATH, failure=None if failure == "refused" else failure,
-                           retry_after_ms=50) as server:
-        base_url = closed_port_url() if failure == "refused" else server.base_url
+    with (LoopbackSystemOne(RECORDING_PATH, failure=None if failure == "refused" else failure,
+                            retry_after_ms=50) as server,
+          closed_port() as refusing_url):
+        base_url = refusing_url if failure == "refused" else server.base_url
         env = live_env(base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS="0.5")
         result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT, env=env,
                                 capture_output=True, text=True, timeout=120)

@@ -31,7 +31,7 @@ from typesafe_sdk import (
 
 from tests.helpers import REPO_ROOT
 from tools import loopback_server
-from tools.loopback_server import LoopbackSystemOne, closed_port_url, recording_key
+from tools.loopback_server import LoopbackSystemOne, closed_port, recording_key
 
 KEY = "test-key-123"
 MODEL = "jev-latest"  # the alias requested
@@ -258,7 +258,8 @@ def test_hang_times_out_the_client(recording: Path) -> None:
 
 def test_closed_port_is_a_connection_error() -> None:
     with (
-        client(closed_port_url(), retry=NO_RETRY) as sdk,
+        closed_port() as url,
+        client(url, retry=NO_RETRY) as sdk,
         pytest.raises(TypeSafeAPIConnectionError) as caught,
     ):
         sdk.system_one(NOUL_STATE, NOUL_QUESTIONS, model=MODEL)

@@ -16,12 +16,13 @@ Run ``python -m tools.loopback_server --recording FILE`` to serve a recording by
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Self
@@ -52,12 +53,16 @@ def recording_key(model: str, state: object, questions: object) -> str:
     return cache_key(model, json.dumps(state), json.dumps(questions))
 
 
-def closed_port_url() -> str:
-    """An ``http://127.0.0.1:PORT`` URL where nothing listens (the port was free a moment ago)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+@contextlib.contextmanager
+def closed_port() -> Iterator[str]:
+    """An ``http://127.0.0.1:PORT`` URL that refuses every connection while the block runs.
+
+    The port stays bound but never listens, so no other process can start listening on it
+    meanwhile (a port that was merely free a moment ago could be taken by then).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"
 
 
 class LoopbackSystemOne:

@@ -77,13 +77,18 @@ synchronous_commit = off
 full_page_writes = off
 EOF
     fi
-    if ! is_running; then
-        local port
+    # A port free a moment ago can be taken by another process before the server binds it; then
+    # the server exits at once, saying so in its log, and another free port is tried.
+    local attempt port
+    for attempt in 1 2 3; do
+        is_running && break
         port=$(free_port)
-        as_owner "$BINDIR/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 -o "-p $port" >/dev/null \
+        if as_owner "$BINDIR/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 -o "-p $port" >/dev/null; then
+            break
+        fi
+        tail -n 5 "$LOG" | grep -q "Address already in use" && [[ $attempt -lt 3 ]] \
             || die "the server did not start; see $LOG"
-    fi
-    local port
+    done
     port=$(running_port)
     if ! as_owner "$BINDIR/psql" -h 127.0.0.1 -p "$port" -U "$SUPERUSER" -d postgres -tAq \
         -c "SELECT 1 FROM pg_database WHERE datname = '$DATABASE'" | grep -q 1; then
