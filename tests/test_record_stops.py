@@ -195,13 +195,19 @@ def small_tmpfs(tmp_path):
         yield mount_point
 
 
-def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
+def record_into_small_tmpfs(tmp_path, small_tmpfs, reason: str) -> tuple[Path, str]:
+    """Record into the small tmpfs; the run must stop cleanly, saying why it could not write."""
     output = small_tmpfs / "new.json"
     with LoopbackSystemOne(RECORDING_PATH) as server, \
             recording_run(server.base_url, output, tmp_path / "nb", calls_only=True) as run:
-        took, stderr = finished(run, 120)
-    assert f"Could not write the recording {output}: No space left on device" in stderr
+        _, stderr = finished(run, 120)
+    assert f"Could not write the recording {output}: {reason}" in stderr
     assert_stopped_cleanly(run, stderr, small_tmpfs)
+    return output, stderr
+
+
+def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
+    output, stderr = record_into_small_tmpfs(tmp_path, small_tmpfs, "No space left on device")
     kept = entries(output)
     assert kept and kept.items() <= COMMITTED.items()
     assert f"{len(kept)} answers are kept" in stderr
@@ -211,10 +217,5 @@ def test_a_read_only_output_folder_stops_the_recording_cleanly(tmp_path, small_t
     remounted = subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)],
                                capture_output=True, text=True)
     assert remounted.returncode == 0, remounted.stderr
-    output = small_tmpfs / "new.json"
-    with LoopbackSystemOne(RECORDING_PATH) as server, \
-            recording_run(server.base_url, output, tmp_path / "nb", calls_only=True) as run:
-        took, stderr = finished(run, 120)
-    assert f"Could not write the recording {output}: Read-only file system" in stderr
-    assert_stopped_cleanly(run, stderr, small_tmpfs)
+    output, _ = record_into_small_tmpfs(tmp_path, small_tmpfs, "Read-only file system")
     assert not output.exists()
