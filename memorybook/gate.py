@@ -1,11 +1,13 @@
 """Generated from notebooks/02_memory_gate.ipynb by `python -m tools.export`.
 
-Edit the notebook's cells tagged `export`, not this file."""
+Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
-
-from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
 from memorybook.routing import ask
+
+
+# pattern: what a memory holds
+from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
 REMEMBER_AT = 0.5  # keep a ticket once P(lasting fact) reaches this; tune it on your own traffic
 MEMORY_KEY = "earlier_tickets_from_this_customer"  # where saved memories go in the state
@@ -27,6 +29,7 @@ def as_memory(state: dict, questions: dict, response: SystemOneResponse) -> dict
     return {"request": state, "jev_answered": answered}
 
 
+# pattern: the gate
 GATE = {
     "remember": Noul(
         instructions=(

@@ -1,16 +1,15 @@
 """Generated from notebooks/03_memory_wrapper.ipynb by `python -m tools.export`.
 
-Edit the notebook's cells tagged `export`, not this file."""
+Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
-
-from typesafe_sdk import SystemOneResponse
 
 from memorybook.gate import MEMORY_KEY, as_memory, kept, remember_probability
 from memorybook.routing import EARLIER, ROUTE, ask
 
 
+# pattern: each customer's memories, for as long as the process runs
 class InMemoryMemories:
-    """Each customer's saved memories, oldest first, kept for as long as the process runs."""
+    """Each customer's saved memories, oldest first."""
 
     def __init__(self) -> None:
         self._by_customer: dict[str, list[dict]] = {}
@@ -27,6 +26,10 @@ class InMemoryMemories:
 
 
 MEMORIES = InMemoryMemories()
+
+
+# pattern: ask_with_memory()
+from typesafe_sdk import SystemOneResponse
 
 
 class MissingCustomerIdError(ValueError):
@@ -77,11 +80,7 @@ def forget_customers(customers) -> None:
 
 
 def remember_earlier_tickets() -> None:
-    """From no memories, send the five earlier tickets through the wrapper in the order they came.
-
-    Both customers' memories are erased first, so calling this again rebuilds the same memories
-    instead of adding a second copy of each.
-    """
+    """From no memories, send the five earlier tickets through the wrapper, oldest first."""
     forget_customers(dict.fromkeys(customer_id(state) for state in EARLIER))
     for state in EARLIER:
         ask_with_memory(state, ROUTE)

@@ -1,6 +1,6 @@
 """Generated from notebooks/08_next_steps.ipynb by `python -m tools.export`.
 
-Edit the notebook's cells tagged `export`, not this file."""
+Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
 
 import os

@@ -1,6 +1,6 @@
 """Generated from notebooks/04_probe_experiment.ipynb by `python -m tools.export`.
 
-Edit the notebook's cells tagged `export`, not this file."""
+Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
 
 from memorybook.gate import as_memory, kept, remember_probability

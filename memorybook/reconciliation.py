@@ -1,6 +1,6 @@
 """Generated from notebooks/05_reconciliation.ipynb by `python -m tools.export`.
 
-Edit the notebook's cells tagged `export`, not this file."""
+Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
 
 from memorybook.memory import ask_with_memory

@@ -378,23 +378,28 @@ def recording_summary(path: Path | None = None) -> str:
     cost = input_tokens * USD_PER_BILLION_INPUT_TOKENS / 1e9
     provenance = _provenance()
     text = path.read_bytes() if path.exists() else b""
+    rebuilt_as_committed = provenance["origin"] == "rebuilt" and (
+        hashlib.sha256(text).hexdigest() == provenance["recording_sha256"])
     if set(provenance["entries"]) != set(entries):
         origin = "not the calls json_cache/provenance.json describes"
-    elif provenance["origin"] == "rebuilt" and (
-        hashlib.sha256(text).hexdigest() != provenance["recording_sha256"]
-    ):
+    elif provenance["origin"] == "rebuilt" and not rebuilt_as_committed:
         origin = "the same calls as the rebuilt recording, with other answers"
-    elif provenance["origin"] == "rebuilt":
+    elif rebuilt_as_committed:
         origin = (f"the published result of {provenance['recorded_on']}, "
                   f"rebuilt from the official page's figures")
     else:
         origin = "recorded live, every value measured"
     doing = "Replaying" if replay_only_reason() else "Live: new calls are added to"
+    tokens_source = ""
+    if rebuilt_as_committed:
+        tokens_source = (f"\nThe count of calls and the token total come from "
+                         f"{provenance['published_totals']['source']}; each call's share of the "
+                         f"total is filled.")
     return (
         f"{doing} {shown_path(path)}, the whole collection's recording: {len(entries)} calls to "
         f"{models} ({origin}).\n"
         f"Recording all of them read {input_tokens:,} input tokens: ${cost:.4f} at "
-        f"${USD_PER_BILLION_INPUT_TOKENS} per billion (output tokens are free)."
+        f"${USD_PER_BILLION_INPUT_TOKENS} per billion (output tokens are free).{tokens_source}"
     )
 
 
@@ -408,9 +413,21 @@ def recorded_requests() -> dict[str, dict]:
             if "request" in entry}
 
 
-def annotated_values(key: str) -> list[tuple[str, object, str]]:
-    """Every value of one recorded answer with its origin: "published", or "filled: <rule>"."""
-    entry = read_recording()[key]
+def annotated_values(model: str, state_json: str, questions_json: str
+                     ) -> list[tuple[str, object, str]]:
+    """Every value of one recorded answer with its origin: "published", or "filled: <rule>".
+
+    The call is given as `_system_one` receives it. A call the recording lacks raises the same
+    explained miss the call itself would.
+    """
+    key = cache_key(model, state_json, questions_json)
+    entry = read_recording().get(key)
+    if entry is None:
+        from memorybook.replay import explain_miss  # replay builds on this module
+
+        raise explain_miss({"model": model, "state": json.loads(state_json),
+                            "questions": json.loads(questions_json)},
+                           replay_only_reason() or "live calls are allowed")
     provenance = _provenance()["entries"][key]
 
     def leaves(value, prefix=""):

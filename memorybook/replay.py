@@ -1,29 +1,33 @@
-"""Replay-only calls: a transport with no network behind it, and misses that explain themselves.
+"""Replay-only calls: a client with no network behind it, and misses that explain themselves.
 
-Without a key (and always in CI) notebook 1 gives the SDK client `replay_only_transport()`. The
-SDK reaches a transport only when the recording had no answer, so every request this transport
-sees is a miss. It sends nothing; it raises `RecordingMissError`, which says which call missed,
-the most likely reason (found by comparing the call with the requests behind the recorded
-answers), a playground link to exactly that call, and how to record it.
+Without a key (and always in CI) notebook 1 replaces the pattern's client with
+`collection_client()`, whose transport is `replay_only_transport()`. The SDK reaches a transport
+only when the recording had no answer, so every request this transport sees is a miss. It sends
+nothing; it raises `RecordingMissError`, which says which call missed, the most likely reason
+(found by comparing the call with the requests behind the recorded answers, and with the misses
+this process met before), a playground link to exactly that call, and how to record it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import httpx2
 from cooksafe import make_playground_link
-from typesafe_sdk import TypeSafeError
+from typesafe_sdk import TypeSafeClient, TypeSafeError
 
 from memorybook.config import (
     API_KEY_ENV,
+    ENDPOINT_ENV,
     RECORDED_REMEMBER_AT,
     recording_path,
     replay_only_reason,
     shown_path,
+    timeout_seconds,
 )
-from memorybook.live import describe_api_failure, redact
+from memorybook.live import describe_api_failure
 from memorybook.recording import (
     RecordingError,
     cache_key,
@@ -38,24 +42,31 @@ from memorybook.recording import (
 class RecordingMissError(RecordingError):
     """A call that is not in the recording, made while only replaying is allowed.
 
-    `summary`, `reasons`, `link` and `how_to_record` are the parts of the message, for a
-    notebook to show them as rich text.
+    `summary`, `reasons`, `link` and `how_to_record` are the parts of the message; `call` names
+    the call in a reader's words.
     """
 
-    def __init__(self, summary: str, reasons: list[str], link: str, how_to_record: str) -> None:
-        self.summary, self.reasons, self.link, self.how_to_record = (
-            summary, reasons, link, how_to_record)
+    def __init__(self, summary: str, reasons: list[str], link: str, how_to_record: str,
+                 call: str = "") -> None:
+        self.summary, self.reasons, self.link, self.how_to_record, self.call = (
+            summary, reasons, link, how_to_record, call)
         super().__init__("\n".join([
             summary, *(f"- {reason}" for reason in reasons),
             f"Ask Jev this exact call in the TypeSafe playground: {link}",
             how_to_record,
         ]))
 
-    def _repr_markdown_(self) -> str:
-        reasons = "\n".join(f"- {reason}" for reason in self.reasons)
-        return (f"**Not in the recording.** {self.summary}\n\n{reasons}\n\n"
-                f"🔗 [Ask Jev this exact call in the TypeSafe playground]({self.link})\n\n"
-                f"{self.how_to_record}")
+
+def collection_client() -> TypeSafeClient:
+    """The client the collection uses in place of the pattern's: the same settings from the
+    environment, a time-out from $MEMORYBOOK_TIMEOUT_SECONDS, and, without a key or in CI, the
+    replay-only transport."""
+    return TypeSafeClient(
+        api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
+        base_url=os.environ.get(ENDPOINT_ENV) or None,  # None: the SDK's default endpoint
+        timeout=timeout_seconds(),
+        transport=replay_only_transport(),
+    )
 
 
 def replay_only_transport() -> httpx2.BaseTransport | None:
@@ -94,20 +105,33 @@ def _decoded(request: httpx2.Request) -> bytes:
     return content
 
 
+# The misses this process met, oldest first: a later call can fail only because an earlier one
+# did (its memories were never saved), and its message then names that first miss.
+MISSES_SO_FAR: list[RecordingMissError] = []
+
+
 def explain_miss(body: dict, reason: str) -> RecordingMissError:
     """The error for one missed request: which call, why it most likely missed, what to do."""
     state, questions, model = body.get("state"), body.get("questions") or {}, body.get("model")
     link = make_playground_link(state, questions, models=[model] if model else None)
-    return RecordingMissError(
-        f"The recording {shown_path(recording_path())} has no answer to this call: "
-        f"{describe_call(state, questions)}. Nothing was sent, and the recording is unchanged.",
-        likely_reasons(state, questions, model),
-        link,
-        how_to_record(reason),
+    call = describe_call(state, questions)
+    earlier = next((miss for miss in MISSES_SO_FAR if miss.call != call), None)
+    reasons = likely_reasons(state, questions, model, earlier)
+    if earlier is not None:
+        reasons.append(f"Earlier in this process another call missed: {earlier.call}. Calls "
+                       f"made after it can differ from the recorded run because it failed; "
+                       f"fix that one first.")
+    miss = RecordingMissError(
+        f"The recording {shown_path(recording_path())} has no answer to this call: {call}. "
+        f"Nothing was sent, and the recording is unchanged.",
+        reasons, link, how_to_record(reason), call,
     )
+    MISSES_SO_FAR.append(miss)
+    return miss
 
 
-def likely_reasons(state, questions: dict, model: str | None) -> list[str]:
+def likely_reasons(state, questions: dict, model: str | None,
+                   earlier: RecordingMissError | None = None) -> list[str]:
     """Why a call missed, found by comparing it with the requests behind the recorded answers."""
     recorded = recorded_requests()
     key = cache_key(model or "", json.dumps(state), json.dumps(questions))
@@ -124,7 +148,8 @@ def likely_reasons(state, questions: dict, model: str | None) -> list[str]:
                 f"{ticket_id}: this is a new call, which only Jev can answer."]
     ours = {"model": model, "state": state, "questions": questions}
     closest = min(alike, key=lambda request: len(differences(ours, request)))
-    return [_explain(path, mine, theirs) for path, mine, theirs in differences(ours, closest)]
+    return [_explain(path, mine, theirs, earlier)
+            for path, mine, theirs in differences(ours, closest)]
 
 
 def differences(ours, theirs, path: str = "") -> list[tuple[str, object, object]]:
@@ -149,12 +174,12 @@ def differences(ours, theirs, path: str = "") -> list[tuple[str, object, object]
 _ABSENT = object()
 
 
-def _explain(path: str, ours, theirs) -> str:
+def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str:
     if is_memory_list(ours) or is_memory_list(theirs):
         mine = ", ".join(memory_ticket_ids(ours)) or "none"
         recorded = ", ".join(memory_ticket_ids(theirs)) or "none"
         return (f"Memories: this call carries {mine}; the recorded one carried {recorded}. "
-                f"{_why_memories_differ()}")
+                f"{_why_memories_differ(earlier)}")
     if path.startswith("questions"):
         return (f"The question differs from the recorded one at `{path}`. The recording only "
                 f"answers the questions exactly as the collection words them.")
@@ -167,11 +192,14 @@ def _explain(path: str, ours, theirs) -> str:
             f"{_short(theirs)}. The input was edited (data/tickets.json or a cell).")
 
 
-def _why_memories_differ() -> str:
+def _why_memories_differ(earlier: RecordingMissError | None) -> str:
     threshold = _threshold_in_use()
     if threshold is not None and threshold != RECORDED_REMEMBER_AT:
         return (f"REMEMBER_AT is {threshold} here and was {RECORDED_REMEMBER_AT} in the recorded "
                 f"run, so the gate kept other tickets (notebook 2 says which thresholds replay).")
+    if earlier is not None:
+        return ("A call that should have saved or read a memory missed earlier, so the memories "
+                "differ from the recorded run's; restarting the kernel alone will not help.")
     return ("This kernel holds other memories than the recorded run had at this point: restart "
             "the kernel and run the notebook from the top.")
 
@@ -203,27 +231,28 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def explain_failures_in_notebooks() -> None:
-    """In IPython, show a miss or a failed live call as a short message instead of a traceback.
+class LiveCallFailed(RuntimeError):
+    """A live call failed; the message says what to do, with every secret taken out."""
 
-    The cell still fails, so Run All stops there; the recording is never changed by either.
+
+def explain_failures_in_notebooks() -> None:
+    """In IPython, show a miss or a failed live call as its message alone, without a traceback.
+
+    The message is published as the cell's error, so JupyterLab, `jupyter nbconvert --execute`,
+    `make run` and `pytest --nbval` all show the same plain text, playground link included. The
+    cell still fails, so Run All stops there; the recording is never changed by either.
     """
     try:
         from IPython import get_ipython
-        from IPython.display import Markdown, display
     except ImportError:
         return
     shell = get_ipython()
     if shell is None:
         return
 
-    def show(shell, exc_type, error, traceback, tb_offset=None):
-        if isinstance(error, RecordingMissError):
-            display(Markdown(error._repr_markdown_()))
-        elif isinstance(error, TypeSafeError):
-            print(describe_api_failure(error))
-        else:
-            print(redact(f"{type(error).__name__}: {error}"))
+    def show_message_only(shell, exc_type, error, traceback, tb_offset=None):
+        if isinstance(error, TypeSafeError):
+            error = LiveCallFailed(describe_api_failure(error))
+        shell.showtraceback((type(error), error, None), exception_only=True)
 
-    shell.set_custom_exc((RecordingError, TypeSafeError), show)
-
+    shell.set_custom_exc((RecordingError, TypeSafeError), show_message_only)

@@ -1,34 +1,42 @@
 """Generated from notebooks/01_plain_routing.ipynb by `python -m tools.export`.
 
-Edit the notebook's cells tagged `export`, not this file."""
+Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
 
+# pattern: the client, and a cache of every answer
 import json
 import os
+from pathlib import Path
 
+from cooksafe import JsonCache
 from typesafe_sdk import Choice, SystemOneResponse, TypeSafeClient
 
-from memorybook.config import TYPESAFE_MODEL, load_data, timeout_seconds
-from memorybook.recording import open_recording
-from memorybook.replay import explain_failures_in_notebooks, replay_only_transport
+TYPESAFE_MODEL = "jev-1.14.0"  # pin the version your thresholds were tuned on
 
 client = TypeSafeClient(
-    api_key=os.environ.get("TYPESAFE_API_KEY") or "cache-only",  # any non-empty key builds a client
+    api_key=os.environ.get("TYPESAFE_API_KEY", "").strip() or "cache-only",  # no key: cache only
     base_url=os.environ.get("TYPESAFE_ENDPOINT") or None,  # None: the SDK's default endpoint
-    timeout=timeout_seconds(),  # 120 s per HTTP operation, unless MEMORYBOOK_TIMEOUT_SECONDS is set
-    transport=replay_only_transport(),  # no key, or CI: never sends; explains each miss instead
+    timeout=120.0,
 )
-json_cache = open_recording()  # cooksafe's JsonCache on json_cache/json_cache.json
-explain_failures_in_notebooks()  # a miss or a failed live call: a short message, no traceback
+json_cache = JsonCache(Path("json_cache/json_cache.json"))
 
+
+from memorybook.recording import open_recording
+from memorybook.replay import collection_client, explain_failures_in_notebooks
+
+client = collection_client()  # replay-only without TYPESAFE_API_KEY, and always in CI
+json_cache = open_recording()  # json_cache/json_cache.json: damaged entries are named
+explain_failures_in_notebooks()  # a miss shows its cause and a link, not a traceback
+
+
+from memorybook.config import load_data
 
 DATA = load_data()
 CUSTOMERS = DATA["customers"]
 
 
-def ticket_state(
-    customer_id: str, ticket_id: str, subject: str, text: str, received_on: str
-) -> dict:
+def ticket_state(customer_id: str, ticket_id: str, received_on: str, subject: str,
+                 text: str) -> dict:
     """The state Jev reads for one ticket: the customer, then a one-message helpdesk thread."""
     thread = [{"from": "customer", "text": text}]
     ticket = {"id": ticket_id, "received_on": received_on, "subject": subject, "messages": thread}
@@ -36,22 +44,22 @@ def ticket_state(
 
 
 EARLIER = [
-    ticket_state(t["customer_id"], t["id"], t["subject"], t["text"], t["received_on"])
+    ticket_state(t["customer_id"], t["id"], t["received_on"], t["subject"], t["text"])
     for t in DATA["earlier_tickets"]
 ]
 
 
 def later_state(customer_id: str, message_index: int) -> dict:
-    """Later message number `message_index` from this customer, under its fixed ticket id."""
+    """A later message from this customer, under a fixed ticket id: T-201 to T-203 for the
+    first customer, T-204 to T-206 for the second."""
     messages = DATA["later_messages"]
-    customer_number = list(CUSTOMERS).index(customer_id)
-    ticket_id = f"T-{201 + len(messages) * customer_number + message_index}"
+    ticket_number = 201 + len(messages) * list(CUSTOMERS).index(customer_id) + message_index
     message = messages[message_index]
-    return ticket_state(
-        customer_id, ticket_id, message["subject"], message["text"], DATA["later_received_on"]
-    )
+    return ticket_state(customer_id, f"T-{ticket_number}", DATA["later_received_on"],
+                        message["subject"], message["text"])
 
 
+# pattern: the question that routes a ticket
 ROUTE = {
     "team": Choice(
         instructions="Which support team should handle `ticket`?",
@@ -73,6 +81,7 @@ ROUTE = {
 }
 
 
+# pattern: ask(), cached
 @json_cache
 def _system_one(model: str, state: str, questions: str) -> dict:
     """One System One request, filed under the model id and the exact JSON of its inputs."""
@@ -83,7 +92,7 @@ def _system_one(model: str, state: str, questions: str) -> dict:
 
 
 def request_json(state: dict, questions: dict) -> tuple[str, str]:
-    """The exact JSON text of a request's state and questions: what the recording files."""
+    """The exact JSON text of a request's state and questions: what the cache files."""
     questions_json = {
         question_id: question.model_dump(mode="json", exclude_none=True)
         for question_id, question in questions.items()

@@ -7,8 +7,12 @@ or a fresh interpreter with no key, and checks what the reader then sees.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -19,7 +23,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
-from tests.helpers import NOTEBOOKS, copy_of_the_collection, run_python
+from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, run_python
 
 
 def comparable(outputs: list) -> list:
@@ -88,40 +92,126 @@ def test_running_cells_again_gives_the_committed_outputs(committed_path, tmp_pat
                 f"{path.name}, {how}: code cell at index {index}"
 
 
-def test_an_edited_ticket_misses_with_its_field_named_and_a_link_to_that_call(tmp_path,
-                                                                           monkeypatch):
-    copy = copy_of_the_collection(tmp_path)
+EDITED_TEXT = "Dashboards have been really slow since yesterday."
+PLAYGROUND_LINK = re.compile(r"https://console\.typesafe\.ai/playground#share/[A-Za-z0-9+$-]+")
+
+
+def collection_with_an_edited_ticket(folder: Path) -> Path:
+    """A copy of the collection, with what `make run` and pytest need, and C-1042's first later
+    message edited as a reader would edit it."""
+    copy = copy_of_the_collection(folder)
+    shutil.copytree(REPO_ROOT / "tools", copy / "tools")
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copyfile(REPO_ROOT / name, copy / name)
     data_path = copy / "data" / "tickets.json"
     data = json.loads(data_path.read_text(encoding="utf-8"))
-    edited_text = "Dashboards have been really slow since yesterday."
-    data["later_messages"][0]["text"] = edited_text
+    data["later_messages"][0]["text"] = EDITED_TEXT
     data_path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-    recording = copy / "json_cache" / "json_cache.json"
-    before = hashlib.sha256(recording.read_bytes()).hexdigest()
+    return copy
 
-    monkeypatch.setenv("PYTHONPATH", str(copy))  # the kernel imports the copy's memorybook
-    path = copy / "notebooks" / "01_plain_routing.ipynb"
+
+def assert_explains_the_edited_call(shown: str, where: str) -> None:
+    """The cause, in plain text, and a playground link that opens exactly the edited call."""
+    assert "ticket T-201" in shown and "customer C-1042" in shown, where
+    assert f"`ticket.messages[0].text` is \"{EDITED_TEXT}\"" in shown, where
+    links = PLAYGROUND_LINK.findall(shown)
+    assert links, f"{where}: no playground link"
+    for link in links:
+        state, questions, models = decoded_call(link)
+        assert state["ticket"]["id"] == "T-201", where
+        assert state["ticket"]["messages"][0]["text"] == EDITED_TEXT, where
+        assert list(questions) == ["team"] and models == [TYPESAFE_MODEL], where
+
+
+def test_an_edited_ticket_is_explained_wherever_the_collection_runs(tmp_path):
+    copy = collection_with_an_edited_ticket(tmp_path / "copy")
+    notebook = "notebooks/01_plain_routing.ipynb"
+    committed = (copy / notebook).read_bytes()
+    recording = (copy / "json_cache" / "json_cache.json").read_bytes()
+    runs = {
+        "make run": [sys.executable, "-m", "tools.execute", notebook],
+        "jupyter nbconvert --execute": [
+            str(Path(sys.executable).with_name("jupyter-nbconvert")), "--to", "notebook",
+            "--execute", notebook, "--output-dir", str(tmp_path)],
+        "pytest --nbval": [sys.executable, "-m", "pytest", "-p", "no:xdist", "--nbval", notebook],
+    }
+    env = {k: v for k, v in os.environ.items() if k not in ("TYPESAFE_API_KEY", "CI")}
+    env["PYTHONPATH"] = str(copy)  # the kernels import the copy's memorybook
+    env["MEMORYBOOK_USAGE_DIR"] = str(tmp_path)  # the copy's lookups are not this run's
+    for what, command in runs.items():
+        result = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True,
+                                timeout=180)
+        assert result.returncode != 0, f"{what} passed with an edited ticket"
+        assert_explains_the_edited_call(result.stdout + result.stderr, what)
+
+    assert (copy / notebook).read_bytes() == committed, "make run kept the notebook as it was"
+    assert (copy / "json_cache" / "json_cache.json").read_bytes() == recording, "nothing recorded"
+
+
+THRESHOLDS = (0, 0.02, 0.03, 0.5, 0.96, 0.97, 0.99, 1)
+RECORDED_MEMORIES_KEPT_FROM = (0.04, 0.96)  # what notebook 3 says replays the recorded memories
+
+
+def run_at_each_threshold(path: Path, set_threshold) -> dict[float, str]:
+    """Run a notebook whole in one kernel once per threshold; what each run printed, ending
+    with the error that stopped it, if one did. `set_threshold(notebook, value)` edits it."""
+    outcomes = {}
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
                             resources={"metadata": {"path": str(path.parent)}})
-    with pytest.raises(CellExecutionError):
-        client.execute()
+    with client.setup_kernel():
+        for value in THRESHOLDS:
+            set_threshold(notebook, value)
+            printed = []
+            for index, cell in enumerate(notebook.cells):
+                if cell.cell_type != "code":
+                    continue
+                try:
+                    client.execute_cell(cell, index)
+                except CellExecutionError:
+                    error = next(o for o in cell.outputs if o.output_type == "error")
+                    printed.append(f"\nstopped by {error.ename}: {error.evalue}")
+                    break
+                printed += [o.text for o in cell.outputs if o.get("name") == "stdout"]
+            outcomes[value] = "".join(printed)
+    return outcomes
 
-    failed = next(cell for cell in notebook.cells if cell.cell_type == "code"
-                  and "slow_dashboards = later_state" in cell.source)
-    shown = "".join(output.get("data", {}).get("text/markdown", "")
-                    for output in failed.outputs)
-    assert "ticket T-201" in shown and "customer C-1042" in shown
-    assert "`ticket.messages[0].text`" in shown and edited_text in shown
-    assert "Traceback" not in json.dumps(failed.outputs)
-    link = shown.split("](", 1)[1].split(")", 1)[0]
-    share = json.loads(LZString.decompressFromEncodedURIComponent(link.split("#share/", 1)[1]))
-    state = json.loads(share["documentText"])
-    assert state["ticket"]["id"] == "T-201"
-    assert state["ticket"]["messages"][0]["text"] == edited_text
-    assert list(json.loads(share["promptsText"])) == ["team"]
-    assert share["selectedModels"] == [TYPESAFE_MODEL]
-    assert hashlib.sha256(recording.read_bytes()).hexdigest() == before, "a miss wrote nothing"
+
+def test_notebook_2_runs_at_every_threshold_and_its_verdicts_follow_it():
+    def edit_the_constant(notebook, value):
+        cell = next(c for c in notebook.cells if c.source.startswith("# pattern: what a memory"))
+        cell.source = re.sub(r"(?m)^REMEMBER_AT = [0-9.]+", f"REMEMBER_AT = {value}", cell.source)
+
+    for value, printed in run_at_each_threshold(NOTEBOOKS[1], edit_the_constant).items():
+        assert "Error" not in printed, f"REMEMBER_AT = {value}: {printed[-500:]}"
+        t101 = "P(remember) 0.97  saved" if value <= 0.97 else "P(remember) 0.97  not saved"
+        t103 = "P(remember) 0.02  saved" if value <= 0.02 else "P(remember) 0.02  not saved"
+        assert t101 in printed and t103 in printed, f"REMEMBER_AT = {value}"
+
+
+def test_notebook_3_replays_the_thresholds_it_says_and_explains_the_others():
+    def set_on_the_gate_module(notebook, value):
+        setting = f"import memorybook.gate\n\nmemorybook.gate.REMEMBER_AT = {value}"
+        if notebook.cells[0].cell_type == "code":
+            notebook.cells[0].source = setting
+        else:  # a first cell of the reader's own, as notebook 3 suggests
+            notebook.cells.insert(0, nbformat.v4.new_code_cell(setting))
+
+    outcomes = run_at_each_threshold(NOTEBOOKS[2], set_on_the_gate_module)
+    low, high = RECORDED_MEMORIES_KEPT_FROM
+    for value, printed in outcomes.items():
+        stopped = re.search(r"\nstopped by (\w+): (.*)$", printed, re.S)
+        if stopped:
+            assert stopped[1] == "RecordingMissError", f"REMEMBER_AT = {value}: {stopped[0]}"
+            assert f"REMEMBER_AT is {value} here" in stopped[2], f"REMEMBER_AT = {value}"
+        if low <= value <= high:
+            assert not stopped, f"REMEMBER_AT = {value}: {stopped and stopped[0]}"
+            assert f"REMEMBER_AT = {value}: the recorded memories." in printed
+            assert "C-1042 memories: T-101, T-105\nC-2210 memories: T-102" in printed
+        else:
+            assert stopped or f"REMEMBER_AT = {value}: other memories" in printed, value
+    assert sum("RecordingMissError" in printed for printed in outcomes.values()) >= 2
 
 
 def test_setting_the_threshold_where_notebook_2_says_changes_what_the_wrapper_keeps():

@@ -44,7 +44,7 @@ FIGURES_PATH = DATA_PATH.with_name("published_figures.csv")
 # Totals the official run's recording holds (31 distinct calls), as a tutorial of the page reports.
 PUBLISHED_TOTALS = {"calls": 31, "route_calls": 19, "gate_calls": 12,
                     "input_tokens": 21_456, "output_tokens": 1_752}
-TOTALS_SOURCE = "a tutorial of the official page: the official recording's totals"
+TOTALS_SOURCE = "a published tutorial of the official page, which reports the official run's totals"
 MODEL_SOURCE = "official page, setup: the numbers came from jev-1.14.0 on 2026-10-29"
 TYPE_SOURCE = "fixed by the question: a Choice question gets a choice answer, a Noul a noul answer"
 
@@ -57,8 +57,9 @@ RULES = {
     "options, from the chosen option's rounded probability, rounded to 0.01.",
     "gate-not-saved": "A gate call the page reports only as 'not saved' gets the lowest gate "
     "probability the page prints for a ticket that was not saved.",
-    "tokens-by-size": "The published token totals are shared out in proportion to the size of "
-    "each request body (input) and of each answer (output), by largest remainder.",
+    "tokens-by-size": "The token totals a published tutorial of the page reports are shared out "
+    "in proportion to the size of each request body (input) and of each answer (output), by "
+    "largest remainder.",
 }
 
 

@@ -1,11 +1,17 @@
 """Write the code a notebook teaches into the module the next notebooks import.
 
 A notebook names its module in its metadata (`"memorybook": {"exports_to": "routing"}`); its code
-cells tagged `export` are copied, in order, into `memorybook/<module>.py`. The notebook stays the
-one place to read and edit that code; the module is generated and never edited by hand.
+cells tagged `pattern` or `export` are copied, in order, into `memorybook/<module>.py`. The
+notebook stays the one place to read and edit that code; the module is generated and never edited
+by hand.
 
-    python -m tools.export          # rewrite the modules
-    python -m tools.export --check  # exit 1, naming the module, if one differs from its notebook
+Cells tagged `pattern` are the code an app copies: in reading order, they form one script that
+imports nothing from this repository (`--pattern` prints it). Cells tagged `export` are what the
+collection adds around them (its replaying client, the example data, demo helpers).
+
+    python -m tools.export            # rewrite the modules
+    python -m tools.export --check    # exit 1, naming the module, if one differs from its notebook
+    python -m tools.export --pattern  # print the pattern cells as one script
 """
 
 from __future__ import annotations
@@ -21,22 +27,37 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 PACKAGE = REPO_ROOT / "memorybook"
 
 
+EXPORTED_TAGS = {"pattern", "export"}
+
+
+def tagged_cells(notebook: nbformat.NotebookNode, tags: set[str]) -> list[str]:
+    """The sources of a notebook's code cells that carry any of these tags, in order."""
+    return [cell.source.strip() for cell in notebook.cells
+            if cell.cell_type == "code" and tags & set(cell.metadata.get("tags", []))]
+
+
+def notebooks() -> list[tuple[Path, nbformat.NotebookNode]]:
+    return [(path, nbformat.read(path, as_version=4)) for path in sorted(NOTEBOOKS.glob("*.ipynb"))]
+
+
+def pattern_script() -> str:
+    """The cells tagged `pattern`, across the notebooks in reading order, as one script."""
+    cells = [source for _, notebook in notebooks()
+             for source in tagged_cells(notebook, {"pattern"})]
+    return "\n\n\n".join(cells) + "\n"
+
+
 def exported_modules() -> dict[Path, str]:
     """Each generated module's path and the text it must hold."""
     modules = {}
-    for notebook_path in sorted(NOTEBOOKS.glob("*.ipynb")):
-        notebook = nbformat.read(notebook_path, as_version=4)
+    for notebook_path, notebook in notebooks():
         module = notebook.metadata.get("memorybook", {}).get("exports_to")
         if not module:
             continue
-        cells = [
-            cell.source.strip()
-            for cell in notebook.cells
-            if cell.cell_type == "code" and "export" in cell.metadata.get("tags", [])
-        ]
+        cells = tagged_cells(notebook, EXPORTED_TAGS)
         header = (
             f'"""Generated from notebooks/{notebook_path.name} by `python -m tools.export`.\n\n'
-            f'Edit the notebook\'s cells tagged `export`, not this file."""\n'
+            f'Edit the notebook\'s cells tagged `pattern` or `export`, not this file."""\n'
         )
         modules[PACKAGE / f"{module}.py"] = header + "\n\n" + "\n\n\n".join(cells) + "\n"
     return modules
@@ -45,7 +66,12 @@ def exported_modules() -> dict[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only compare, write nothing")
+    parser.add_argument("--pattern", action="store_true",
+                        help="print the cells tagged `pattern` as one script; write nothing")
     args = parser.parse_args(argv)
+    if args.pattern:
+        print(pattern_script(), end="")
+        return 0
     stale = []
     for path, text in exported_modules().items():
         current = path.read_text(encoding="utf-8") if path.exists() else None

@@ -1,0 +1,148 @@
+"""The reader's page: the pattern copies out in one piece, and the way in stays short.
+
+The cells tagged `pattern` are what an app copies. Run alone, in a folder holding nothing but the
+recording, with no key and nothing from this repository importable, they must reproduce the
+official result. The word budgets keep the notebooks and the README quicker to learn from than
+the official page they reproduce.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+
+from memorybook.config import DATA_PATH, RECORDING_PATH
+from tests.helpers import NOTEBOOKS, REPO_ROOT
+from tools.export import pattern_script
+from tools.loopback_server import closed_port
+
+# The official page's own way of building states: its argument order and its ticket numbers.
+OFFICIAL_STATES = textwrap.dedent("""
+    DATA = json.loads({data!r})
+    CUSTOMERS = DATA["customers"]
+
+
+    def ticket_state(customer_id, ticket_id, received_on, subject, text):
+        return {{"customer": CUSTOMERS[customer_id],
+                 "ticket": {{"id": ticket_id, "received_on": received_on, "subject": subject,
+                            "messages": [{{"from": "customer", "text": text}}]}}}}
+
+
+    def later_state(customer_id, message_index):
+        n = 201 + 3 * list(CUSTOMERS).index(customer_id) + message_index
+        message = DATA["later_messages"][message_index]
+        return ticket_state(customer_id, f"T-{{n}}", DATA["later_received_on"],
+                            message["subject"], message["text"])
+
+
+    for t in DATA["earlier_tickets"]:
+        ask_with_memory(ticket_state(t["customer_id"], t["id"], t["received_on"], t["subject"],
+                                     t["text"]), ROUTE)
+
+    plain_right = remembered_right = 0
+    for customer in CUSTOMERS:
+        for index, message in enumerate(DATA["later_messages"]):
+            expected = DATA["expected_team"][customer][message["subject"]]
+            state = later_state(customer, index)
+            plain_right += ask(state, ROUTE).answers["team"].choice == expected
+            remembered_right += ask_with_memory(state, ROUTE).answers["team"].choice == expected
+    print(f"{{plain_right}}/6 with ask(), {{remembered_right}}/6 with ask_with_memory()")
+
+    import sys
+
+    from_the_repository = sorted(name for name in sys.modules
+                                 if name.split(".")[0] in ("memorybook", "tools", "tests"))
+    print("imported from the repository:", from_the_repository or "nothing")
+""")
+
+
+def test_the_pattern_cells_alone_reproduce_the_published_result(tmp_path):
+    folder = tmp_path / "app"
+    (folder / "json_cache").mkdir(parents=True)
+    recording = folder / "json_cache" / "json_cache.json"
+    shutil.copyfile(RECORDING_PATH, recording)
+    before = hashlib.sha256(recording.read_bytes()).hexdigest()
+    data = DATA_PATH.read_text(encoding="utf-8")
+    script = folder / "app.py"
+    script.write_text(pattern_script() + OFFICIAL_STATES.format(data=data), encoding="utf-8")
+
+    # No key, and an endpoint that refuses: a call the recording lacked would fail.
+    with closed_port() as refusing_url:
+        result = subprocess.run([sys.executable, "-I", "app.py"], cwd=folder,
+                                env={"PATH": "/usr/bin:/bin", "TYPESAFE_ENDPOINT": refusing_url},
+                                capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "3/6 with ask(), 6/6 with ask_with_memory()",
+        "imported from the repository: nothing",
+    ]
+    assert hashlib.sha256(recording.read_bytes()).hexdigest() == before, "a replay wrote nothing"
+    assert sorted(path.name for path in folder.rglob("*")) == ["app.py", "json_cache",
+                                                              "json_cache.json"]
+
+
+def test_the_pattern_imports_nothing_from_this_repository():
+    tree = ast.parse(pattern_script())
+    modules = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for alias in node.names]
+    modules += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert modules and not [m for m in modules if m.split(".")[0] in ("memorybook", "tools")]
+
+
+def test_a_pattern_cell_says_so_in_its_first_line_and_only_a_pattern_cell_does():
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            tagged = "pattern" in cell.metadata.get("tags", [])
+            marked = cell.source.startswith("# pattern: ")
+            assert tagged == marked, f"{path.name}: {cell.source.splitlines()[0]!r}"
+
+
+def test_the_pattern_covers_what_an_app_needs_in_reading_order():
+    defined = [node.name if not isinstance(node, ast.Assign) else node.targets[0].id
+               for node in ast.parse(pattern_script()).body
+               if isinstance(node, ast.FunctionDef | ast.ClassDef)
+               or (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))]
+    needed = ["client", "json_cache", "ROUTE", "ask", "REMEMBER_AT", "MEMORY_KEY", "as_memory",
+              "GATE", "kept", "MEMORIES", "ask_with_memory"]
+    assert [name for name in defined if name in needed] == needed
+
+
+def words(text: str) -> int:
+    return len(re.findall(r"\w+", text))
+
+
+def markdown_words() -> dict[str, int]:
+    """The reader's three budgets, counted as `\\w+` words of Markdown."""
+    before_wrapper, wrapper_defined, first_six = 0, False, 0
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                wrapper_defined |= bool(re.search(r"^def ask_with_memory\(", cell.source, re.M))
+            elif cell.cell_type == "markdown":
+                before_wrapper += 0 if wrapper_defined else words(cell.source)
+                first_six += words(cell.source) if path.name[:2] <= "06" else 0
+    assert wrapper_defined, "no notebook defines ask_with_memory()"
+    readme = words((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
+    return {"before ask_with_memory()": before_wrapper, "notebooks 1-6": first_six,
+            "README": readme}
+
+
+BUDGETS = {"before ask_with_memory()": 900, "notebooks 1-6": 3_400, "README": 1_200}
+
+
+def test_the_way_in_stays_within_its_word_budgets():
+    counted = markdown_words()
+    print("\n" + "\n".join(f"{name}: {counted[name]:,} words (at most {BUDGETS[name]:,})"
+                           for name in BUDGETS))
+    over = {name: count for name, count in counted.items() if count > BUDGETS[name]}
+    assert not over, f"over budget: {over}"
