@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock run test lab lint export recording record record-calls record-dry-run \
+.PHONY: help setup lock run test lab lint export pattern recording record record-calls record-dry-run \
 	accept-recording benchmark clean
 
 help: ## List the targets
@@ -56,6 +56,9 @@ lint: $(INSTALLED) ## ruff on the code and the notebooks
 
 export: $(INSTALLED) ## Write the code the notebooks teach into memorybook/ (after editing a notebook)
 	$(BIN)/python -m tools.export
+
+pattern: $(INSTALLED) ## Print the cells tagged `pattern` (the code to copy) as one script
+	@$(BIN)/python -m tools.export --pattern
 
 recording: $(INSTALLED) ## Rebuild json_cache/ from data/published_figures.csv
 	$(BIN)/python -m tools.build_recording
