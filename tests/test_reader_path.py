@@ -278,6 +278,26 @@ def test_a_kernel_holding_extra_memories_is_told_to_restart():
     assert "TYPESAFE_API_KEY=... make lab" in miss["how_to_record"]
 
 
+def test_a_call_that_misses_because_an_earlier_one_did_names_that_one():
+    miss = miss_of("""
+        from memorybook.memory import ask_with_memory, remember_earlier_tickets
+        from memorybook.replay import RecordingMissError
+        from memorybook.routing import EARLIER, ROUTE, later_state
+        EARLIER[4]["ticket"]["messages"][0]["text"] += " (edited)"  # T-105, C-1042's contract
+        try:
+            remember_earlier_tickets()  # stops at T-105: C-1042 keeps T-101 only
+        except RecordingMissError:
+            pass
+        ask_with_memory(later_state("C-1042", 1), ROUTE)  # the upgrade, with T-101 alone
+    """)
+    assert "about ticket T-202" in miss["summary"]
+    memories, earlier = miss["reasons"]
+    assert memories.startswith("Memories: this call carries T-101;")
+    assert "restart the kernel and run" not in memories and "will not help" in memories
+    assert earlier.startswith("Earlier in this process another call missed: the question "
+                              "'team' about ticket T-105")
+
+
 def test_a_raised_threshold_is_named_as_the_likely_cause():
     miss = miss_of("""
         import memorybook.gate
