@@ -51,9 +51,8 @@ class RecordingMissError(RecordingError):
         self.summary, self.reasons, self.link, self.how_to_record, self.call = (
             summary, reasons, link, how_to_record, call)
         super().__init__("\n".join([
-            summary, *(f"- {reason}" for reason in reasons),
+            summary, *(f"- {reason}" for reason in reasons), how_to_record,
             f"Ask Jev this exact call in the TypeSafe playground: {link}",
-            how_to_record,
         ]))
 
 
