@@ -2,6 +2,10 @@
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
+__all__ = [
+    "REMEMBER_AT", "MEMORY_KEY", "answer_text", "as_memory", "GATE", "remember_probability", "kept",
+]
+
 
 from memorybook.routing import ask
 

@@ -2,6 +2,12 @@
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
+__all__ = [
+    "InMemoryMemories", "MEMORIES", "MissingCustomerIdError", "customer_id", "state_with_memories",
+    "with_memories", "ask_with_memory", "memory_ids", "forget_customers",
+    "remember_earlier_tickets",
+]
+
 
 from memorybook.gate import MEMORY_KEY, as_memory, kept, remember_probability
 from memorybook.routing import EARLIER, ROUTE, ask

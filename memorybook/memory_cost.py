@@ -2,6 +2,12 @@
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
+__all__ = [
+    "REPORTED_INPUT_TOKENS", "KEPT_WHEN_SELECTING", "request_bytes", "collection_requests",
+    "fit_tokens_per_byte", "shaped_like", "wrapped_call_bytes", "selecting_call_bytes",
+    "calls_to_pay", "usd_per_1000_calls",
+]
+
 
 import json
 

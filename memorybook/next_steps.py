@@ -2,6 +2,15 @@
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
+__all__ = [
+    "NEXT_STEPS_RECORDING", "ask_next_step", "playground_link", "requests_markdown", "answers_note",
+    "ticket_id", "RELEVANT", "RELEVANT_AT", "SEND_ALL_UP_TO", "relevance_requests",
+    "relevant_memories", "ask_with_relevant_memory", "SUPERSEDES", "SUPERSEDED_AT",
+    "supersede_requests", "save_replacing", "routing_reply", "with_reply",
+    "gate_request_with_reply", "ask_remembering_replies", "MISLEADING_COST", "MISSING_COST",
+    "errors", "pick_threshold", "held_out_check",
+]
+
 
 import os
 from collections.abc import Callable

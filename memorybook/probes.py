@@ -2,6 +2,10 @@
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
+__all__ = [
+    "PROBES", "send_probes", "probe_experiment",
+]
+
 
 from memorybook.gate import as_memory, kept, remember_probability
 from memorybook.memory import ask_with_memory, customer_id, forget_customers, memory_ids

@@ -2,6 +2,10 @@
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
+__all__ = [
+    "EXPECTED_TEAM", "marked", "reconcile",
+]
+
 
 from memorybook.memory import ask_with_memory
 from memorybook.routing import CUSTOMERS, DATA, ROUTE, ask, later_state

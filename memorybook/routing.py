@@ -2,6 +2,11 @@
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
+__all__ = [
+    "TYPESAFE_MODEL", "client", "json_cache", "DATA", "CUSTOMERS", "ticket_state", "EARLIER",
+    "later_state", "ROUTE", "request_json", "ask",
+]
+
 
 # pattern: the client, and a cache of every answer
 import json

@@ -17,7 +17,9 @@ collection adds around them (its replaying client, the example data, demo helper
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -47,6 +49,25 @@ def pattern_script() -> str:
     return "\n\n\n".join(cells) + "\n"
 
 
+def public_names(code: str) -> list[str]:
+    """What the code defines at its top level for others to import: functions, classes and
+    assigned names, in order, without the underscored ones and without what it imports."""
+    names = []
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [target.id for target in targets if isinstance(target, ast.Name)]
+    return [name for name in dict.fromkeys(names) if not name.startswith("_")]
+
+
+def names_list(names: list[str]) -> str:
+    """The names as the body of a Python list, wrapped to the line length ruff checks."""
+    quoted = ", ".join(f'"{name}"' for name in names) + ","
+    return textwrap.fill(quoted, width=100, initial_indent="    ", subsequent_indent="    ")
+
+
 def exported_modules() -> dict[Path, str]:
     """Each generated module's path and the text it must hold."""
     modules = {}
@@ -54,12 +75,13 @@ def exported_modules() -> dict[Path, str]:
         module = notebook.metadata.get("memorybook", {}).get("exports_to")
         if not module:
             continue
-        cells = tagged_cells(notebook, EXPORTED_TAGS)
+        code = "\n\n\n".join(tagged_cells(notebook, EXPORTED_TAGS))
         header = (
             f'"""Generated from notebooks/{notebook_path.name} by `python -m tools.export`.\n\n'
-            f'Edit the notebook\'s cells tagged `pattern` or `export`, not this file."""\n'
+            f'Edit the notebook\'s cells tagged `pattern` or `export`, not this file."""\n\n'
+            f"__all__ = [\n{names_list(public_names(code))}\n]\n"
         )
-        modules[PACKAGE / f"{module}.py"] = header + "\n\n" + "\n\n\n".join(cells) + "\n"
+        modules[PACKAGE / f"{module}.py"] = header + "\n\n" + code + "\n"
     return modules
 
 
