@@ -62,10 +62,11 @@ Forgetting
     customer in one transaction; ``forget_customer(customer_id)`` deletes all of
     that customer's memories in one transaction (the right to erasure). Both
     return the deleted memories they could read, oldest first ([] if there were
-    none). A memory that fails its integrity check is deleted all the same, is
-    not in the returned list, and is counted in a line appended to
-    ``store.notices``; the same holds for an unreadable memory evicted by
-    ``save()``. SQLite runs with ``secure_delete`` and truncates
+    none). Rows are found by their digests and deleted before anything is
+    decoded, so a memory that fails its integrity check or cannot be decoded is
+    deleted all the same, is not in the returned list, and is counted in a line
+    appended to ``store.notices``; the same holds for an unreadable memory
+    evicted by ``save()``. SQLite runs with ``secure_delete`` and truncates
     its write-ahead log afterwards, so the deleted ciphertext is overwritten on
     disk. PostgreSQL keeps dead row versions until (auto)vacuum reuses the space,
     and backups keep what they hold; those copies are still encrypted.
@@ -84,8 +85,9 @@ Damaged input
     ``MemoryStoreError`` naming its position among the customer's memories and
     how to remove it (``forget`` or ``forget_customer``, which always work). A
     full or read-only disk is reported as such; the file is then not at fault.
-    A memory that is not JSON-serialisable, too large or nested too deeply
-    raises ``ValueError``. Ids are cut short in error messages.
+    A memory that is not JSON-serialisable, too large, or nested more than
+    ``MAX_MEMORY_NESTING`` (100) levels deep raises ``ValueError``, whatever the
+    caller's stack depth. Ids are cut short in error messages.
     What ``recall()`` returns serialises to exactly the JSON text of what was
     saved (same key order), because the memories are sent on to the API and cache
     keys depend on that text.
@@ -117,6 +119,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 MAX_MEMORIES_PER_CUSTOMER = 50
 MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answers, not attachments
+# Levels of dicts and lists in one memory: far below what Python decodes at any stack depth.
+MAX_MEMORY_NESTING = 100
 STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
 STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
 DEFAULT_STORE_PATH = Path(".memorybook") / "memories.sqlite3"
@@ -147,6 +151,10 @@ class MemoryStoreKeyError(MemoryStoreError):
 
 class MemoryNotFoundError(MemoryStoreError):
     """``forget()`` was asked for a ticket the customer has no memory of."""
+
+
+class _UnreadableMemory(Exception):
+    """A stored row whose memory cannot be read; the message says why."""
 
 
 @runtime_checkable
@@ -242,17 +250,16 @@ class _EncryptedStore:
         )
         memories = []
         for position, (ticket, sealed) in enumerate(rows, start=1):
-            memory = self._unseal(customer, ticket, sealed)
-            if memory is None:
+            try:
+                memories.append(self._unseal(customer, ticket, sealed))
+            except _UnreadableMemory as unreadable:
                 raise MemoryStoreError(
                     f"Memory number {position} of {len(rows)} (oldest first) of customer "
-                    f"{_shown(customer_id)} in {self.location} failed its integrity check: it "
-                    "was changed or damaged outside memorybook, and cannot be read. Remove it "
-                    "with forget(customer_id, ticket_id) if you know its ticket, or erase all of "
-                    "this customer's memories with forget_customer(customer_id); or restore the "
-                    "store from a backup."
-                )
-            memories.append(memory)
+                    f"{_shown(customer_id)} in {self.location} {unreadable}, and cannot be read. "
+                    "Remove it with forget(customer_id, ticket_id) if you know its ticket, or "
+                    "erase all of this customer's memories with forget_customer(customer_id); or "
+                    "restore the store from a backup."
+                ) from None
         return memories
 
     @_one_call_at_a_time
@@ -275,12 +282,12 @@ class _EncryptedStore:
                 " WHERE customer_digest = ? ORDER BY id LIMIT ?",
                 (customer, count - self.max_memories),
             )
-            evicted = self._readable(
-                customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
-            )
             for row_id, _, _ in oldest:
                 self._run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-        return evicted
+        # Read only once the rows are gone: what cannot be read is still evicted.
+        return self._readable(
+            customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
+        )
 
     @_one_call_at_a_time
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
@@ -303,13 +310,12 @@ class _EncryptedStore:
                     f"{_shown(ticket_id)} in {self.location}; check both ids (they are matched "
                     "exactly, case and spaces included) against recall()."
                 )
-            forgotten = self._readable(
-                customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
-            )
             for row_id, _ in rows:
                 self._run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
         self._after_forget()
-        return forgotten
+        return self._readable(
+            customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
+        )
 
     @_one_call_at_a_time
     def forget_customer(self, customer_id: str) -> list[dict]:
@@ -329,11 +335,10 @@ class _EncryptedStore:
                 " WHERE customer_digest = ? ORDER BY id",
                 (customer,),
             )
-            forgotten = self._readable(customer_id, customer, rows, "Erased")
             self._run("DELETE FROM memorybook_memories WHERE customer_digest = ?", (customer,))
         if rows:
             self._after_forget()
-        return forgotten
+        return self._readable(customer_id, customer, rows, "Erased")
 
     @_one_call_at_a_time
     def close(self) -> None:
@@ -364,31 +369,44 @@ class _EncryptedStore:
         ciphertext = keys.cipher.encrypt(nonce, text.encode("utf-8"), customer + ticket)
         return customer, ticket, _SEALED_VERSION + nonce + ciphertext
 
-    def _unseal(self, customer: bytes, ticket: bytes, sealed: bytes) -> dict | None:
-        """The memory in a row, or None when the row fails its integrity check."""
+    def _unseal(self, customer: bytes, ticket: bytes, sealed: bytes) -> dict:
+        """The memory in a row; ``_UnreadableMemory`` says why a row cannot be read."""
         sealed = bytes(sealed)
         version = sealed[:1]
         nonce, ciphertext = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        damaged = _UnreadableMemory(
+            "failed its integrity check: it was changed or damaged outside memorybook"
+        )
         if version != _SEALED_VERSION:
-            return None
+            raise damaged
         try:
             text = self._open_keys().cipher.decrypt(nonce, ciphertext, customer + ticket)
             return json.loads(text)
         except (InvalidTag, ValueError):
-            return None
+            raise damaged from None
+        except RecursionError:
+            raise _UnreadableMemory(
+                f"is nested too deeply to decode (it was saved before memorybook refused memories "
+                f"nested more than {MAX_MEMORY_NESTING} levels)"
+            ) from None
 
     def _readable(
         self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str
     ) -> list[dict]:
         """The memories of these rows that can be read; a notice counts the others."""
-        memories = [self._unseal(customer, ticket, sealed) for ticket, sealed in rows]
-        unreadable = [n for n, memory in enumerate(memories, start=1) if memory is None]
+        memories, unreadable = [], 0
+        for ticket, sealed in rows:
+            try:
+                memories.append(self._unseal(customer, ticket, sealed))
+            except _UnreadableMemory:
+                unreadable += 1
         if unreadable:
             self.notices.append(
-                f"{done} {len(unreadable)} damaged memory row(s) of customer {_shown(customer_id)} "
-                f"in {self.location} that could not be read, so they are not in the returned list."
+                f"{done} {unreadable} unreadable memory row(s) of customer {_shown(customer_id)} "
+                f"in {self.location} (damaged, or nested too deeply to decode), so they are not "
+                "in the returned list."
             )
-        return [memory for memory in memories if memory is not None]
+        return memories
 
     def _open_keys(self) -> _Keys:
         if not self._is_open or self._keys is None:
@@ -853,15 +871,17 @@ def _checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
         )
     if not isinstance(ticket_id, str) or not ticket_id.strip():
         raise ValueError(f"request.ticket.id must be a non-empty string, got {_shown(ticket_id)}")
+    if _nested_deeper_than(memory, MAX_MEMORY_NESTING):
+        raise ValueError(
+            f"The memory of ticket {_shown(ticket_id)} is nested more than {MAX_MEMORY_NESTING} "
+            "levels deep (dicts and lists within each other), or contains itself; a memory may "
+            f"nest at most {MAX_MEMORY_NESTING} levels."
+        )
     try:
         text = json.dumps(memory, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ValueError(
             f"The memory of ticket {_shown(ticket_id)} is not JSON-serialisable: {error}"
-        ) from None
-    except RecursionError:
-        raise ValueError(
-            f"The memory of ticket {_shown(ticket_id)} is nested too deeply to be stored as JSON."
         ) from None
     if len(text.encode("utf-8")) > MAX_MEMORY_BYTES:
         raise ValueError(
@@ -869,12 +889,32 @@ def _checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
             f"JSON; a memory may hold at most {MAX_MEMORY_BYTES:,}. Keep what the next request "
             "needs, not whole attachments."
         )
-    if json.dumps(json.loads(text)) != text:  # depth is bounded by the dumps above
+    if json.dumps(json.loads(text)) != text:  # depth is bounded by the check above
         raise ValueError(
             f"The memory of ticket {_shown(ticket_id)} would not come back as the same JSON (are "
             "two keys equal once turned into strings?)."
         )
     return ticket_id, text
+
+
+def _nested_deeper_than(value: object, limit: int) -> bool:
+    """Whether dicts and lists nest more than ``limit`` levels in ``value``, found iteratively.
+
+    A value that contains itself nests without end, so it is deeper than any limit.
+    """
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _repo_root(start: Path) -> Path:

@@ -693,7 +693,7 @@ def test_a_damaged_memory_is_named_and_can_be_forgotten(backend: Backend) -> Non
             store.recall("C-1042")
         assert "forget_customer" in str(raised.value) and "'C-1042'" in str(raised.value)
         assert store.forget("C-1042", "T-2") == []  # unreadable: deleted, reported as a notice
-        assert "1 damaged memory row(s) of customer 'C-1042'" in store.notices[-1]
+        assert "1 unreadable memory row(s) of customer 'C-1042'" in store.notices[-1]
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
 
 
@@ -704,7 +704,7 @@ def test_a_damaged_memory_does_not_block_saving_at_the_cap(backend: Backend) -> 
     damage_row(backend, 1)
     with backend.open(max_memories=2) as store:
         assert store.save("C-1042", make_memory("C-1042", "T-3")) == []  # T-1 evicted, unreadable
-        assert "Evicted 1 damaged memory row(s)" in store.notices[-1]
+        assert "Evicted 1 unreadable memory row(s)" in store.notices[-1]
         assert ticket_ids(store.recall("C-1042")) == ["T-2", "T-3"]
 
 
@@ -720,7 +720,7 @@ def test_forget_customer_erases_every_memory_and_returns_the_readable_ones(
         erased = store.forget_customer("C-1042")
         assert ticket_ids(erased) == ["T-1", "T-2", "T-1"]  # oldest first, damaged one left out
         assert erased[0] == make_memory("C-1042", "T-1")
-        assert "Erased 1 damaged memory row(s)" in store.notices[-1]
+        assert "Erased 1 unreadable memory row(s)" in store.notices[-1]
         assert store.recall("C-1042") == []
         assert store.forget_customer("C-1042") == []
         assert ticket_ids(store.recall("C-2210")) == ["T-9"]  # other customers untouched
@@ -762,7 +762,7 @@ def nested(depth: int) -> dict:
 def test_a_deeply_nested_memory_is_a_value_error(store: MemoryStore) -> None:
     memory = make_memory("C-1042", "T-1")
     memory["jev_answered"]["deep"] = nested(100_000)
-    with pytest.raises(ValueError, match="nested too deeply"):
+    with pytest.raises(ValueError, match="nested more than 100 levels"):
         store.save("C-1042", memory)
 
 
@@ -858,3 +858,84 @@ def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(
     assert failures == [], f"{len(failures)} of {processes * rounds} openings failed"
     keys = {(tmp_path / f"round-{n}.sqlite3.key").read_bytes() for n in range(rounds)}
     assert len(keys) == rounds  # one key per store, shared by every opener
+
+
+# -- faults, second round: erasure at any depth, time limits, reconnects, key files (issue 18) --
+
+
+def at_stack_depth(frames: int, call):
+    """`call()` made from `frames` frames deeper than here, as from inside a kernel or framework."""
+    if frames == 0:
+        return call()
+    return at_stack_depth(frames - 1, call)
+
+
+def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
+    """Save memories nested 1..deepest levels; each accepted one must recall, evict and forget.
+
+    The store caps the customer at one memory, so every save evicts the previous accepted one.
+    Returns the depths that were accepted.
+    """
+    accepted: list[int] = []
+    previous = None
+    for depth in range(1, deepest + 1):
+        memory = make_memory("C-1042", f"T-{depth}")
+        memory["jev_answered"]["deep"] = nested(depth)
+        try:
+            evicted = store.save("C-1042", memory)
+        except ValueError as error:
+            assert "nested" in str(error), error
+            continue
+        accepted.append(depth)
+        assert evicted == ([] if previous is None else [previous])
+        assert store.recall("C-1042") == [memory]
+        if depth % 2:
+            assert store.forget("C-1042", f"T-{depth}") == [memory]
+            previous = None
+        else:
+            previous = memory
+    assert store.forget_customer("C-1042") == ([] if previous is None else [previous])
+    return accepted
+
+
+def test_every_nesting_depth_is_refused_or_fully_usable_whatever_the_callers_stack(
+    backend: Backend,
+) -> None:
+    with backend.open(max_memories=1) as store:
+        shallow = sweep_nesting_depths(store, 2000)
+        deep = at_stack_depth(600, lambda: sweep_nesting_depths(store, 2000))
+    assert shallow == deep == list(range(1, len(shallow) + 1)), "accepted depths must not vary"
+    assert len(shallow) >= 20, "ordinary memories must still be accepted"
+
+
+@pytest.mark.parametrize("erase", ["forget", "forget_customer", "eviction"])
+def test_a_memory_too_deep_to_read_is_named_by_recall_and_erased_all_the_same(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, erase: str
+) -> None:
+    deep = make_memory("C-1042", "T-deep")
+    deep["jev_answered"]["deep"] = nested(1500)  # deeper than Python can decode at its usual limit
+    with backend.open(max_memories=2) as store:
+        with monkeypatch.context() as saved_before_the_limit:
+            saved_before_the_limit.setattr(
+                "memorybook.store.MAX_MEMORY_NESTING", 100_000, raising=False
+            )
+            limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(10_000)
+            try:
+                store.save("C-1042", deep)
+            finally:
+                sys.setrecursionlimit(limit)
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        with pytest.raises(MemoryStoreError, match="Memory number 1 of 2 .oldest first.") as raised:
+            store.recall("C-1042")
+        assert "forget_customer" in str(raised.value)
+        if erase == "forget":
+            assert store.forget("C-1042", "T-deep") == []
+            assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+        elif erase == "forget_customer":
+            assert ticket_ids(store.forget_customer("C-1042")) == ["T-1"]
+            assert store.recall("C-1042") == []
+        else:
+            assert store.save("C-1042", make_memory("C-1042", "T-2")) == []
+            assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-2"]
+        assert "1 unreadable memory row(s)" in store.notices[-1]
