@@ -101,8 +101,10 @@ import functools
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
+import select
 import sqlite3
 import threading
 import time
@@ -110,7 +112,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -126,7 +128,11 @@ STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
 DEFAULT_STORE_PATH = Path(".memorybook") / "memories.sqlite3"
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process's transaction
+# How long a PostgreSQL call waits for a lock another session holds; any one statement may take
+# twice that, and a transaction of ours left idle (a stuck client) is ended after twice that too.
+POSTGRES_LOCK_TIMEOUT_SECONDS = 20
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
+_WRITES = ("save()", "forget()", "forget_customer()")
 
 _STORE_FORMAT = b"memorybook-store-1"
 _KEY_CHECK_MESSAGE = b"memorybook key check"
@@ -183,24 +189,30 @@ def open_store(
     *,
     key: str | bytes | None = None,
     max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+    timeout: float | None = None,
 ) -> MemoryStore:
     """Open the memory store at ``url`` (see the module docstring for the forms).
 
     ``url`` defaults to ``$MEMORYBOOK_STORE_URL``, then to
     ``.memorybook/memories.sqlite3`` in the repository root. ``key`` defaults to
     ``$MEMORYBOOK_STORE_KEY``. ``max_memories`` is the per-customer cap of this store object.
+    ``timeout`` is how many seconds a call waits for a lock held elsewhere before it fails
+    (default: 30 on SQLite, 20 on PostgreSQL).
     """
+    options: dict[str, Any] = {"key": key, "max_memories": max_memories}
+    if timeout is not None:
+        options["timeout"] = timeout
     if url is None:
         url = os.environ.get(STORE_URL_ENV) or None
     if url is None:
         path = _repo_root(Path.cwd()) / DEFAULT_STORE_PATH
         _create_private_folder(path.parent)
-        return SQLiteMemoryStore(path, key=key, max_memories=max_memories)
+        return SQLiteMemoryStore(path, **options)
     scheme = url.partition(":")[0].lower()
     if scheme == "sqlite":
-        return SQLiteMemoryStore(_sqlite_path(url), key=key, max_memories=max_memories)
+        return SQLiteMemoryStore(_sqlite_path(url), **options)
     if scheme in ("postgresql", "postgres"):
-        return PostgresMemoryStore(url, key=key, max_memories=max_memories)
+        return PostgresMemoryStore(url, **options)
     raise MemoryStoreError(
         f"Unsupported memory store URL {_shown(_redacted(url))}: use "
         "sqlite:///path/to/memories.sqlite3 or postgresql://user@host:port/database "
@@ -209,11 +221,18 @@ def open_store(
 
 
 def _one_call_at_a_time(method: Callable) -> Callable:
-    """Serialise calls on one store object, so that threads can share it."""
+    """Serialise calls on one store object, so that threads can share it.
+
+    Each call first lets the backend make sure its connection is usable (``_before_call``), and
+    is named in the errors it raises.
+    """
 
     @functools.wraps(method)
     def serialised(self: _EncryptedStore, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
+            self._current_call = f"{method.__name__}()"
+            self._open_keys()
+            self._before_call()
             return method(self, *args, **kwargs)
 
     return serialised
@@ -226,15 +245,20 @@ class _EncryptedStore:
     its rows), ``_write_transaction`` and ``_close_connection``.
     """
 
-    def __init__(self, location: str, max_memories: int) -> None:
+    def __init__(self, location: str, max_memories: int, timeout: float) -> None:
         if not isinstance(max_memories, int) or isinstance(max_memories, bool) or max_memories < 1:
             raise ValueError(f"max_memories must be a positive integer, got {_shown(max_memories)}")
+        if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                or not math.isfinite(timeout) or timeout <= 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {_shown(timeout)}")
         self.location = location
         self.max_memories = max_memories
+        self.timeout = timeout
         self.notices: list[str] = []
         self._keys: _Keys | None = None
         self._is_open = False
         self._lock = threading.RLock()
+        self._current_call = "opening the store"
 
     # -- the MemoryStore interface -------------------------------------------------
 
@@ -340,12 +364,12 @@ class _EncryptedStore:
             self._after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
 
-    @_one_call_at_a_time
     def close(self) -> None:
         """Close the connection; calling it again does nothing."""
-        if self._is_open:
-            self._is_open = False
-            self._close_connection()
+        with self._lock:
+            if self._is_open:
+                self._is_open = False
+                self._close_connection()
 
     def __enter__(self) -> Self:
         return self
@@ -440,6 +464,9 @@ class _EncryptedStore:
     def _after_forget(self) -> None:
         """Backend hook run after memories were deleted."""
 
+    def _before_call(self) -> None:
+        """Backend hook run before each call, with the store's lock held."""
+
     # -- what each backend provides ------------------------------------------------
 
     def _run(self, sql: str, params: tuple = ()) -> list[tuple]:
@@ -466,16 +493,17 @@ class SQLiteMemoryStore(_EncryptedStore):
         *,
         key: str | bytes | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+        timeout: float = SQLITE_BUSY_TIMEOUT_SECONDS,
     ) -> None:
         self.path = Path(path).expanduser().absolute()
-        super().__init__(str(self.path), max_memories)
+        super().__init__(str(self.path), max_memories, timeout)
         self.key_path = self.path.with_name(self.path.name + ".key")
         self._refuse_foreign_file()
         self._create_private_file()
         try:
             self._connection = sqlite3.connect(
                 self.path,
-                timeout=SQLITE_BUSY_TIMEOUT_SECONDS,
+                timeout=self.timeout,
                 isolation_level=None,
                 check_same_thread=False,  # calls are serialised by _one_call_at_a_time
             )
@@ -613,7 +641,7 @@ class SQLiteMemoryStore(_EncryptedStore):
         once (without its busy timeout) while another new opener holds it, so retry until the
         busy timeout.
         """
-        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+        deadline = time.monotonic() + self.timeout
         pause = 0.005
         while True:
             try:
@@ -665,8 +693,9 @@ class SQLiteMemoryStore(_EncryptedStore):
         message = str(error)
         if _is_busy(error):
             return MemoryStoreError(
-                f"The memory database {self.path} stayed locked by another process for more than "
-                f"{SQLITE_BUSY_TIMEOUT_SECONDS} s ({message}); try again when it has finished."
+                f"{self._current_call} waited more than {self.timeout:g} s for the memory "
+                f"database {self.path}, which another process kept locked ({message}); nothing "
+                "was written. Try again when it has finished."
             )
         if any(sign in message for sign in _NOT_THE_FILES_FAULT):
             return MemoryStoreError(
@@ -685,7 +714,10 @@ class SQLiteMemoryStore(_EncryptedStore):
 class PostgresMemoryStore(_EncryptedStore):
     """Memories in PostgreSQL (psycopg 3), in the connection's current schema.
 
-    Needs a key: the ``key`` argument or ``$MEMORYBOOK_STORE_KEY``.
+    Needs a key: the ``key`` argument or ``$MEMORYBOOK_STORE_KEY``. A call waits at most
+    ``timeout`` seconds for a lock another session holds, then fails and writes nothing. A
+    connection lost (the server restarted, or was unreachable for a while) is opened again at the
+    next call.
     """
 
     def __init__(
@@ -694,8 +726,15 @@ class PostgresMemoryStore(_EncryptedStore):
         *,
         key: str | bytes | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+        timeout: float = POSTGRES_LOCK_TIMEOUT_SECONDS,
     ) -> None:
-        super().__init__(_redacted(url), max_memories)
+        super().__init__(_redacted(url), max_memories, timeout)
+        if _password_needs_encoding(url):
+            raise MemoryStoreError(
+                f"The password in the PostgreSQL URL {self.location} holds characters that must "
+                "be percent-encoded: write @ as %40, / as %2F, ? as %3F, # as %23 and a space as "
+                "%20, or leave the password out of the URL and set $PGPASSWORD."
+            )
         if key is None:
             key = os.environ.get(STORE_KEY_ENV) or None
         if key is None:
@@ -705,17 +744,9 @@ class PostgresMemoryStore(_EncryptedStore):
                 "your secrets manager; without it the memories cannot be read."
             )
         keys = _Keys(_parse_key(key, "the given key", self.location))
-        psycopg = _import_psycopg()
-        self._psycopg_error = psycopg.Error
-        try:
-            self._connection = psycopg.connect(
-                url, autocommit=True, connect_timeout=POSTGRES_CONNECT_TIMEOUT_SECONDS
-            )
-        except psycopg.Error as error:
-            raise MemoryStoreError(
-                f"Could not connect to the PostgreSQL memory store {self.location} "
-                f"({_one_line(error)}). Check that the server is running and the URL is right."
-            ) from None
+        self._psycopg = _import_psycopg()
+        self._url = url
+        self._connection = self._connect()
         self._keys = keys
         self._is_open = True
         try:
@@ -723,6 +754,51 @@ class PostgresMemoryStore(_EncryptedStore):
         except BaseException:
             self.close()
             raise
+
+    def _connect(self) -> Any:
+        """A new connection whose waits for locks and statements are bounded by ``timeout``."""
+        try:
+            connection = self._psycopg.connect(
+                self._url, autocommit=True, connect_timeout=POSTGRES_CONNECT_TIMEOUT_SECONDS
+            )
+        except self._psycopg.Error as error:
+            raise MemoryStoreError(
+                f"Could not connect to the PostgreSQL memory store {self.location} "
+                f"({self._shown_error(error)}). Check that the server is running and the URL is "
+                "right; this store object connects again at its next call."
+            ) from None
+        limits = {
+            "lock_timeout": self.timeout,
+            "statement_timeout": 2 * self.timeout,
+            "idle_in_transaction_session_timeout": 2 * self.timeout,
+        }
+        try:
+            for name, seconds in limits.items():
+                connection.execute(
+                    "SELECT set_config(%s, %s, false)", (name, f"{math.ceil(seconds * 1000)}ms")
+                )
+        except self._psycopg.Error as error:
+            connection.close()
+            raise MemoryStoreError(
+                f"Could not set the time limits of a connection to the PostgreSQL memory store "
+                f"{self.location} ({self._shown_error(error)}); check the server."
+            ) from None
+        return connection
+
+    def _before_call(self) -> None:
+        """Open a new connection if the server ended this one (a restart) since the last call.
+
+        Between calls the connection is idle, so anything waiting to be read on it is the
+        server's notice that it closed the connection.
+        """
+        connection = self._connection
+        if not (connection.closed or connection.broken):
+            waiting, _, _ = select.select([connection.fileno()], [], [], 0)
+            if not waiting:
+                return
+        with suppress(self._psycopg.Error):
+            connection.close()
+        self._connection = self._connect()
 
     def _read_or_create_tables(self) -> bytes:
         # One lock for table creation, so that two first openings do not race.
@@ -750,11 +826,8 @@ class PostgresMemoryStore(_EncryptedStore):
         try:
             cursor = self._connection.execute(sql.replace("?", "%s"), params)
             return cursor.fetchall() if cursor.description else []
-        except self._psycopg_error as error:
-            raise MemoryStoreError(
-                f"The PostgreSQL memory store {self.location} failed: {_one_line(error)}. "
-                "Check the server and your permissions on the memorybook tables, then try again."
-            ) from error
+        except self._psycopg.Error as error:
+            raise self._database_error(error) from None
 
     @contextmanager
     def _write_transaction(self, lock_key: bytes) -> Iterator[None]:
@@ -767,11 +840,49 @@ class PostgresMemoryStore(_EncryptedStore):
             with self._connection.transaction():
                 self._run("SELECT pg_advisory_xact_lock(?)", (lock_id,))
                 yield
-        except self._psycopg_error as error:
-            raise MemoryStoreError(
-                f"A write to the PostgreSQL memory store {self.location} failed and was rolled "
-                f"back ({_one_line(error)}); try again."
-            ) from error
+        except self._psycopg.Error as error:  # from the commit or the rollback itself
+            raise self._database_error(error) from None
+
+    def _database_error(self, error: Exception) -> MemoryStoreError:
+        """One sentence for a failed call: what it waited for, what was kept, what to do next."""
+        call, errors = self._current_call, self._psycopg.errors
+        writing = call in _WRITES
+        kept = " Nothing was written." if writing else ""
+        if isinstance(error, errors.LockNotAvailable):
+            return MemoryStoreError(
+                f"{call} waited more than {self.timeout:g} s for a lock that another session "
+                f"holds on the memorybook tables or on this customer's memories in "
+                f"{self.location}, and gave up; nothing was written. Try again once that session "
+                "has finished (a session stuck in a transaction shows in pg_stat_activity)."
+            )
+        if isinstance(error, errors.QueryCanceled):
+            return MemoryStoreError(
+                f"{call} took more than {2 * self.timeout:g} s on the PostgreSQL memory store "
+                f"{self.location} and was cancelled ({self._shown_error(error)}).{kept} The "
+                "server may be overloaded or waiting on another session; try again later."
+            )
+        if self._connection.closed or self._connection.broken:
+            unsure = (
+                " If it was lost while the change was being committed, the change may have been "
+                "made: check with recall() before doing it again." if writing else ""
+            )
+            return MemoryStoreError(
+                f"{call} lost its connection to the PostgreSQL memory store {self.location} "
+                f"({self._shown_error(error)}). This store object connects again at its next "
+                f"call, so try again once the server is back.{unsure}"
+            )
+        return MemoryStoreError(
+            f"The PostgreSQL memory store {self.location} failed during {call} "
+            f"({self._shown_error(error)}).{kept} Check the server and your permissions on the "
+            "memorybook tables."
+        )
+
+    def _shown_error(self, error: Exception) -> str:
+        """The error's text on one line, without the URL's password in any form."""
+        text = _one_line(error)
+        for secret in _passwords_in(self._url):
+            text = text.replace(secret, "***")
+        return text
 
     def _close_connection(self) -> None:
         self._connection.close()
@@ -947,15 +1058,46 @@ def _sqlite_path(url: str) -> Path:
     return Path(path)
 
 
+def _userinfo(url: str) -> tuple[str, str, str]:
+    """(``scheme://``, user info, the rest) of a URL, split at the last @ before any ? or #.
+
+    Found without a URL parser, so that a password holding unencoded @, /, or spaces, which
+    parsers split in other places, is still found whole.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return "", "", url
+    before_query = re.split(r"[?#]", rest, maxsplit=1)[0]
+    user_info, at, _ = before_query.rpartition("@")
+    if not at:
+        return f"{scheme}://", "", rest
+    return f"{scheme}://", user_info, rest[len(user_info) + 1 :]
+
+
+def _passwords_in(url: str) -> list[str]:
+    """The URL's passwords as they may appear in messages: as written and decoded, longest first."""
+    _, user_info, rest = _userinfo(url)
+    found = [user_info.partition(":")[2]] if ":" in user_info else []
+    found += re.findall(r"(?i)(?:^|[?&])password=([^&#]*)", rest.partition("?")[2])
+    forms = {form for secret in found for form in (secret, unquote(secret)) if form}
+    return sorted(forms, key=len, reverse=True)
+
+
+def _password_needs_encoding(url: str) -> bool:
+    _, user_info, _ = _userinfo(url)
+    password = user_info.partition(":")[2]
+    return any(character in password for character in "@/?#") or any(
+        character.isspace() for character in password
+    )
+
+
 def _redacted(url: str) -> str:
     """The URL without its password, fit for error messages."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user_info, _, host = netloc.rpartition("@")
-        netloc = f"{user_info.partition(':')[0]}:***@{host}"
-    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    scheme, user_info, rest = _userinfo(url)
+    if ":" in user_info:
+        user_info = f"{user_info.partition(':')[0]}:***"
+    rest = re.sub(r"(?i)((?:^|[?&])password=)[^&#]*", r"\1***", rest)
+    return f"{scheme}{user_info}@{rest}" if user_info else f"{scheme}{rest}"
 
 
 def _shown(value: object, limit: int = 60) -> str:
