@@ -78,6 +78,15 @@ Concurrency
     Eviction happens inside the saving transaction, so processes saving for the
     same customer at once lose nothing.
 
+Time limits and reconnecting
+    A call waits at most ``timeout`` seconds (``open_store(timeout=)``; 30 on
+    SQLite, 20 on PostgreSQL) for a lock another process or session holds, then
+    raises ``MemoryStoreError`` naming the call; nothing is written. On
+    PostgreSQL any one statement is also cancelled after twice that, and the
+    server ends a transaction of ours left idle as long. A PostgreSQL store whose
+    connection was lost (a server restart, a network cut) connects again at its
+    next call; the call that lost it says so.
+
 Damaged input
     A file that is not a memorybook SQLite database, or that is damaged, raises
     ``MemoryStoreError`` naming the file; the file is never overwritten or
