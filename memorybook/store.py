@@ -45,7 +45,9 @@ Encryption at rest
     taken from the ``key`` argument, else ``$MEMORYBOOK_STORE_KEY``. A local SQLite
     store with neither creates a key file beside the database (``<file>.key``, mode
     0600) and says so in ``store.notices``: lose that file and the memories cannot
-    be read by anyone. PostgreSQL always needs an explicit key. A wrong key is
+    be read by anyone. A key file that other users can read or write, or that
+    another user owns, is refused (``MemoryStoreKeyError`` saying how to fix it),
+    as ssh refuses such private keys. PostgreSQL always needs an explicit key. A wrong key is
     refused when the store opens (``MemoryStoreKeyError``), never decrypted into
     garbage.
 
@@ -115,6 +117,7 @@ import os
 import re
 import select
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -602,13 +605,7 @@ class SQLiteMemoryStore(_EncryptedStore):
         if os.environ.get(STORE_KEY_ENV):
             return _parse_key(os.environ[STORE_KEY_ENV], f"${STORE_KEY_ENV}", self.location)
         if self.key_path.exists():
-            try:
-                return _parse_key(self.key_path.read_bytes(), str(self.key_path), self.location)
-            except OSError as error:
-                raise MemoryStoreKeyError(
-                    f"Cannot read the key file {self.key_path} for {self.path} ({error.strerror}); "
-                    f"fix its permissions or set ${STORE_KEY_ENV}."
-                ) from None
+            return self._read_key_file()
         if has_data:
             raise MemoryStoreKeyError(
                 f"{self.path} is encrypted, but no key was given and its key file "
@@ -630,7 +627,7 @@ class SQLiteMemoryStore(_EncryptedStore):
         try:
             os.link(draft, self.key_path)  # fails if another process created it first
         except FileExistsError:
-            return _parse_key(self.key_path.read_bytes(), str(self.key_path), self.location)
+            return self._read_key_file()
         finally:
             draft.unlink()
         self.notices.append(
@@ -642,6 +639,44 @@ class SQLiteMemoryStore(_EncryptedStore):
 
     def _key_file_hint(self) -> str:
         return f", or the key file {self.key_path}"
+
+    def _read_key_file(self) -> bytes:
+        """The key in ``<path>.key``, refused unless only we own it and can read or write it.
+
+        Checked on the opened file, so that what is checked is what is read. Another user's file
+        may have been planted to make us encrypt with a key they know.
+        """
+        try:
+            with open(self.key_path, "rb") as file:
+                status = os.fstat(file.fileno())
+                text = file.read(1000)
+        except OSError as error:
+            raise MemoryStoreKeyError(
+                f"Cannot read the key file {self.key_path} for {self.path} ({error.strerror}); "
+                f"fix its permissions or set ${STORE_KEY_ENV}."
+            ) from None
+        if not stat.S_ISREG(status.st_mode):
+            raise MemoryStoreKeyError(
+                f"The key file {self.key_path} for {self.path} is not a regular file; replace it "
+                f"with the store's key file, or set ${STORE_KEY_ENV}."
+            )
+        if status.st_uid != os.geteuid():
+            raise MemoryStoreKeyError(
+                f"The key file {self.key_path} for {self.path} is owned by another user (uid "
+                f"{status.st_uid}), who may have planted it or can read it; memorybook uses only "
+                "a key file of your own. If it really is your store's key, copy it to a new file "
+                f"of yours with mode 0600 in its place; otherwise remove it, or set "
+                f"${STORE_KEY_ENV}."
+            )
+        mode = stat.S_IMODE(status.st_mode)
+        if mode & 0o077:
+            raise MemoryStoreKeyError(
+                f"The key file {self.key_path} for {self.path} can be read or written by other "
+                f"users (mode {mode:04o}), who could then decrypt these memories or swap the key. "
+                f"Make it private with `chmod 600 {self.key_path}`, and treat the key as seen by "
+                "others if they could read it."
+            )
+        return _parse_key(text, str(self.key_path), self.location)
 
     def _switch_to_wal(self) -> None:
         """Put the database in WAL mode, waiting out other processes doing the same.

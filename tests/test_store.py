@@ -1109,3 +1109,38 @@ def test_no_part_of_a_database_password_shows_in_an_error(
     for part in secret_parts:
         assert part not in message, message
     assert "***" in message
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o666])
+def test_a_key_file_others_can_read_or_write_is_refused_until_made_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    key_path = path.with_name(path.name + ".key")
+    key_path.chmod(mode)
+    with pytest.raises(MemoryStoreKeyError) as raised:
+        SQLiteMemoryStore(path)
+    assert f"chmod 600 {key_path}" in str(raised.value)
+    assert f"{mode:04o}" in str(raised.value)
+    key_path.chmod(0o600)
+    with SQLiteMemoryStore(path) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+
+
+def test_a_key_file_planted_by_another_user_beside_a_new_store_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    planted = path.with_name(path.name + ".key")
+    planted.write_text(new_key() + "\n")
+    planted.chmod(0o600)
+    os.chown(planted, 65534, 65534)  # nobody
+    with pytest.raises(MemoryStoreKeyError, match="owned by another user") as raised:
+        SQLiteMemoryStore(path)
+    assert str(planted) in str(raised.value)
