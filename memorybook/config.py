@@ -19,7 +19,7 @@ TYPESAFE_MODEL = "jev-1.14.0"  # the model every published figure came from
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
 RECORDED_REMEMBER_AT = 0.5  # the gate threshold of the recorded run
-DEFAULT_TIMEOUT_SECONDS = 120.0  # per HTTP operation of a live call
+DEFAULT_TIMEOUT_SECONDS = 120.0  # for the whole of a live call, retries included
 
 # Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
 API_KEY_ENV = "TYPESAFE_API_KEY"
@@ -28,6 +28,7 @@ RECORDING_ENV = "MEMORYBOOK_RECORDING"  # use another file than json_cache/json_
 ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
 TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
+ALLOW_PLAIN_HTTP_ENV = "MEMORYBOOK_ALLOW_PLAIN_HTTP"  # "1": send the key over http to any host
 
 
 class ConfigError(ValueError):
@@ -58,7 +59,7 @@ def load_data(path: Path | None = None) -> dict:
 
 
 def timeout_seconds() -> float:
-    """Seconds per HTTP operation in live mode: $MEMORYBOOK_TIMEOUT_SECONDS, else 120."""
+    """Seconds a live call may take, retries included: $MEMORYBOOK_TIMEOUT_SECONDS, else 120."""
     text = os.environ.get(TIMEOUT_ENV, "").strip()
     if not text:
         return DEFAULT_TIMEOUT_SECONDS

@@ -33,6 +33,14 @@ _AUTHORIZATION_VALUE = re.compile(
 _BEARER_TOKEN = re.compile(r"(?i)\b(bearer\s+)(?!\[redacted\])[^\s\"',;}\\]+")
 
 
+class CallTimeoutError(TypeSafeError):
+    """A live call, its retries and the waits between them included, ran out of time."""
+
+
+class PlainHttpRefusedError(TypeSafeError):
+    """A live call would have sent the API key over plain http to another machine."""
+
+
 def redact(text: object, *secrets: str) -> str:
     """`text` as a string with the API key, any `Authorization` value and `secrets` replaced.
 
@@ -62,6 +70,8 @@ def describe_api_failure(error: TypeSafeError) -> str:
                "which waited as long as the API asked: try again in a minute"
     elif isinstance(error, TypeSafeInternalServerError):
         what = f"the API failed (HTTP {status}) on every retry the SDK made: try again later"
+    elif isinstance(error, CallTimeoutError):
+        what = f"{error}: try again, or raise {TIMEOUT_ENV}"
     elif isinstance(error, TypeSafeAPITimeoutError):
         what = f"no answer from {endpoint} in time, on every retry: try again, or raise " \
                f"{TIMEOUT_ENV}"

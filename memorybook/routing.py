@@ -10,13 +10,14 @@ from typesafe_sdk import Choice, SystemOneResponse, TypeSafeClient
 
 from memorybook.config import TYPESAFE_MODEL, load_data, timeout_seconds
 from memorybook.recording import open_recording
-from memorybook.replay import explain_failures_in_notebooks, replay_only_transport
+from memorybook.replay import explain_failures_in_notebooks
+from memorybook.transport import collection_transport
 
 client = TypeSafeClient(
     api_key=os.environ.get("TYPESAFE_API_KEY") or "cache-only",  # any non-empty key builds a client
     base_url=os.environ.get("TYPESAFE_ENDPOINT") or None,  # None: the SDK's default endpoint
     timeout=timeout_seconds(),  # 120 s per HTTP operation, unless MEMORYBOOK_TIMEOUT_SECONDS is set
-    transport=replay_only_transport(),  # no key, or CI: never sends; explains each miss instead
+    transport=collection_transport(),  # no key or CI: replays only; live: on time, never plain http
 )
 json_cache = open_recording()  # cooksafe's JsonCache on json_cache/json_cache.json
 explain_failures_in_notebooks()  # a miss or a failed live call: a short message, no traceback

@@ -7,6 +7,7 @@ Every run records into a scratch file, never into json_cache/json_cache.json.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -112,7 +113,9 @@ def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
                             retry_after_ms=50) as server,
           closed_port() as refusing_url):
         base_url = refusing_url if failure == "refused" else server.base_url
-        env = live_env(base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS="0.5")
+        # A hang ends with the whole call's time; the others are over well within theirs.
+        seconds = "0.5" if failure == "hang" else "5"
+        env = live_env(base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS=seconds)
         result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT, env=env,
                                 capture_output=True, text=True, timeout=120)
         attempts = len(server.requests)
@@ -120,9 +123,9 @@ def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
     assert FAILURES[failure] in result.stdout
     assert "Nothing was recorded for this call." in result.stdout
     assert not recording.exists()
-    not_retried = {"unauthorized": 1, "malformed": 1, "garbage": 1, "refused": 0}
+    not_retried = {"unauthorized": 1, "malformed": 1, "garbage": 1, "refused": 0, "hang": 1}
     expected_attempts = not_retried.get(failure, 3)
-    assert attempts == expected_attempts, "the SDK's own retry policy decides the attempts"
+    assert attempts == expected_attempts, "the SDK's retry policy and the call's time decide"
     assert CANARY_KEY not in result.stdout + result.stderr
 
 
@@ -263,3 +266,95 @@ def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, c
         main(["--output", str(tmp_path / "new.json"), *arguments])
     assert stopped.value.code == 2 and complaint in capsys.readouterr().err
     assert not (tmp_path / "new.json").exists()
+
+
+TIMED_CALL = textwrap.dedent("""
+    import socket
+    import time
+
+    attempts = []
+
+
+    def nothing_leaves_this_machine(sock, address):
+        attempts.append(address)
+        if not str(address[0]).startswith("127."):
+            raise ConnectionRefusedError("the test lets no connection leave this machine")
+        return real_connect(sock, address)
+
+
+    real_connect = socket.socket.connect
+    socket.socket.connect = nothing_leaves_this_machine
+
+    from typesafe_sdk import TypeSafeError
+    from memorybook.live import describe_api_failure
+    from memorybook.routing import ROUTE, ask, later_state
+
+    started = time.monotonic()
+    try:
+        ask(later_state("C-1042", 0), ROUTE)
+    except TypeSafeError as error:
+        print(describe_api_failure(error))
+    print(f"call took {time.monotonic() - started:.2f} s")
+    print(f"connections attempted: {len(attempts)}")
+""")
+
+
+def timed_call(base_url: str, recording: Path, **extra: str) -> tuple[str, float, int]:
+    """One live call through notebook 1's client: what it printed, its seconds, its connections."""
+    result = subprocess.run([sys.executable, "-c", TIMED_CALL], cwd=REPO_ROOT, timeout=120,
+                            env=live_env(base_url, recording, **extra),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert CANARY_KEY not in result.stdout + result.stderr
+    seconds = float(re.search(r"call took ([\d.]+) s", result.stdout).group(1))
+    connections = int(re.search(r"connections attempted: (\d+)", result.stdout).group(1))
+    return result.stdout, seconds, connections
+
+
+@pytest.mark.parametrize("failure, server_options", [
+    pytest.param("trickle", {"trickle_seconds": 0.5}, id="headers, then a byte every 0.5 s"),
+    pytest.param("server_error", {"latency": 0.9}, id="slow failures, each retried"),
+    pytest.param("rate_limit", {"retry_after_ms": 20_000}, id="asked to wait 20 s"),
+])
+def test_a_live_call_ends_within_its_time_retries_and_waits_included(tmp_path, failure,
+                                                                     server_options):
+    seconds = 1
+    with LoopbackSystemOne(RECORDING_PATH, failure=failure, max_seconds=30,
+                           **server_options) as server:
+        printed, took, _ = timed_call(server.base_url, tmp_path / "new.json",
+                                      MEMORYBOOK_TIMEOUT_SECONDS=str(seconds))
+    assert took <= 3 * seconds, printed
+    assert f"no answer from {server.base_url} within {seconds} s" in printed
+    assert "raise MEMORYBOOK_TIMEOUT_SECONDS" in printed
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_make_record_calls_stops_within_its_time_on_a_trickling_endpoint(tmp_path):
+    with LoopbackSystemOne(RECORDING_PATH, failure="trickle", trickle_seconds=0.5,
+                           max_seconds=60) as server:
+        started = time.monotonic()
+        result = record(server.base_url, tmp_path, calls_only=True,
+                        MEMORYBOOK_TIMEOUT_SECONDS="1")
+        took = time.monotonic() - started
+    assert result.returncode == 1
+    assert took < 20, "the run outlived its calls' time"
+    [line] = result.stderr.strip().splitlines()
+    assert f"no answer from {server.base_url} within 1 s" in line
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://192.0.2.10:8080", "http://[2001:db8::10]", "http://user:pw-9f2c@192.0.2.10",
+])
+def test_the_key_never_goes_over_plain_http_to_another_machine(tmp_path, endpoint):
+    printed, _, connections = timed_call(endpoint, tmp_path / "new.json")
+    assert connections == 0, "a connection was attempted"
+    assert "refused to send the API key over plain http to http://" in printed
+    assert "MEMORYBOOK_ALLOW_PLAIN_HTTP=1" in printed
+    assert "pw-9f2c" not in printed
+
+
+def test_plain_http_to_another_machine_is_sent_only_when_allowed(tmp_path):
+    printed, _, connections = timed_call("http://192.0.2.10:8080", tmp_path / "new.json",
+                                         MEMORYBOOK_ALLOW_PLAIN_HTTP="1")
+    assert connections >= 1
+    assert "could not connect to http://192.0.2.10:8080" in printed
