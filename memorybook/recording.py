@@ -80,22 +80,32 @@ class _RecordingFile(type(Path())):
             on_disk = read_recording(self)
             merged = {**ours, **on_disk}
             text = json.dumps({key: merged[key] for key in sorted(merged)}, indent=2)
-            mode = _mode_for(self)
-            temporary = None
-            try:
-                with tempfile.NamedTemporaryFile(
-                    "w", encoding="utf-8", dir=self.parent, prefix=f".{self.name}.", delete=False
-                ) as temporary:
-                    os.fchmod(temporary.fileno(), mode)
-                    temporary.write(text)
-                    temporary.flush()
-                    os.fsync(temporary.fileno())
-                os.replace(temporary.name, self)
-            except BaseException:
-                if temporary is not None:
-                    Path(temporary.name).unlink(missing_ok=True)
-                raise
+            write_text_atomically(self, text)
         return len(text)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace the file at `path` with `text`, all or nothing, keeping its permission bits.
+
+    The text goes to a temporary file beside it, which then takes its place in one rename: on
+    any failure (a full disk, a read-only folder, Ctrl-C) the old file stays as it was and the
+    temporary file is removed.
+    """
+    mode = _mode_for(path)
+    temporary = None
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+        ) as temporary:
+            os.fchmod(temporary.fileno(), mode)
+            temporary.write(text)
+            temporary.flush()
+            os.fsync(temporary.fileno())
+        os.replace(temporary.name, path)
+    except BaseException:
+        if temporary is not None:
+            Path(temporary.name).unlink(missing_ok=True)
+        raise
 
 
 def _mode_for(path: Path) -> int:

@@ -22,30 +22,23 @@ recording keeps (every one received before the stop) and how to resume.
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
+from tools.stopping import one_line_while_starting
 
-
-def _interrupted_while_starting(signum, frame) -> None:
-    print("Recording stopped: interrupted (Ctrl-C) while starting; nothing was sent.",
-          file=sys.stderr)
-    os._exit(130)
-
-
-if __name__ == "__main__":  # Ctrl-C while the libraries load: one line, not a traceback
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+if __name__ == "__main__":
+    one_line_while_starting(
+        "Recording stopped: interrupted (Ctrl-C) while starting; nothing was sent.")
 
 import argparse
 import contextlib
 import csv
 import io
 import json
+import os
 import shutil
+import signal
+import sys
 import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from concurrent.futures import Future
 from pathlib import Path
 
 from memorybook.config import (
@@ -62,6 +55,7 @@ from memorybook.config import (
 from memorybook.live import describe_api_failure, redact
 from memorybook.recording import RecordingError, read_recording, stop_writing
 from tools.build_recording import FIGURES_PATH
+from tools.stopping import in_background, stop_kernels, wait_for_all
 
 # tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
 # imports take over a second, which a dry run, a calls-only run and a stop need not pay.
@@ -71,45 +65,11 @@ NEW_RECORDING = RECORDING_PATH.with_name("json_cache.new.json")
 # A recording of the official calls does not run them: with a key they would ask new questions.
 OWN_RECORDING = {"08_next_steps.ipynb"}
 RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
-POLL_SECONDS = 0.1  # how often the main thread looks up from waiting (Ctrl-C is seen at once)
-STOP_SECONDS = 1.0  # how long stopped kernels get to exit before they are killed
 _stopped = False  # set once a run was stopped: the process then exits without further clean-up
 
 
 class RecordingStopped(Exception):
     """The run was stopped (a failure elsewhere, or Ctrl-C): no notebook runs on it."""
-
-
-def in_background(function: Callable, *args: object) -> Future:
-    """Run `function(*args)` in a daemon thread; its Future holds the result or the error.
-
-    Daemon threads, not a ThreadPoolExecutor: a pool's threads are joined when the interpreter
-    exits, so one call stuck on a slow endpoint would keep a stopped run alive.
-    """
-    future: Future = Future()
-
-    def run() -> None:
-        try:
-            result = function(*args)
-        except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    name = f"record-{getattr(function, '__name__', 'task')}"
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
-
-
-def wait_for_all(futures: list[Future]) -> list:
-    """Their results, or the first error as soon as one fails; Ctrl-C interrupts the wait."""
-    pending = set(futures)
-    while pending:
-        done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_EXCEPTION)
-        for future in done:
-            if future.exception() is not None:
-                raise future.exception()
-    return [future.result() for future in futures]
 
 
 def start_every_call(customers: list[str] | None = None) -> list[Future]:
@@ -242,46 +202,6 @@ def what_failed(error: BaseException, notebooks_out: Path) -> str:
         where = f" {error.filename}" if error.filename else f" under {shown_path(notebooks_out)}"
         return f"could not write{where}: {error.strerror or error}"
     return f"{type(error).__name__}: {error}"
-
-
-def stop_kernels() -> None:
-    """End the notebook kernels this process started (they run in sessions of their own).
-
-    Kernels are this process's only child processes. They would also exit on their own once
-    this process has gone (ipykernel watches its parent), but not before a second or more.
-    """
-    children = _child_pids()
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_SECONDS
-    while children and time.monotonic() < deadline:
-        children = [pid for pid in children if _alive(pid)]
-        time.sleep(0.05)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _child_pids() -> list[int]:
-    me, children = os.getpid(), []
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
-                children.append(int(entry.name))
-    return children
-
-
-def _alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def dry_run(output: Path) -> int:
