@@ -135,13 +135,19 @@ def save_replacing(store, customer: str, memory: dict,
     """Save a memory and forget the saved ones it supersedes; return what was forgotten.
 
     `store` needs `forget(customer_id, ticket_id)`, as the stores in memorybook/store.py have.
+    The new memory is saved first: if the store refuses it, every saved memory stays.
     """
     saved = store.recall(customer)
-    forgotten = []
-    for old, request in zip(saved, supersede_requests(memory, saved), strict=True):
-        if ask(*request).answers["supersedes"].noul >= SUPERSEDED_AT:
-            forgotten += store.forget(customer, ticket_id(old))
+    requests = supersede_requests(memory, saved)
+    replaced = dict.fromkeys(
+        ticket_id(old) for old, request in zip(saved, requests, strict=True)
+        if ask(*request).answers["supersedes"].noul >= SUPERSEDED_AT
+    )
     store.save(customer, memory)
+    forgotten = [old for ticket in replaced for old in store.forget(customer, ticket)]
+    if ticket_id(memory) in replaced:  # forget() took the new memory too: same ticket id
+        forgotten.remove(memory)
+        store.save(customer, memory)
     return forgotten
 
 

@@ -144,6 +144,32 @@ def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path):
         ["T-1", "T-2"]
 
 
+def test_a_memory_the_store_refuses_costs_no_saved_memory(server, tmp_path):
+    out = run_live(server, tmp_path, f"""
+        from memorybook.store import MAX_MEMORY_BYTES, open_store
+        with open_store("sqlite:///{tmp_path / 'store' / 'm.db'}") as store:
+            store.save("C-1042", memory_like(0, "T-1", "old fact SYNTHETIC-YES:supersedes"))
+            too_large = memory_like(4, "T-3", "x" * MAX_MEMORY_BYTES)
+            try:
+                save_replacing(store, "C-1042", too_large)
+            except ValueError as error:
+                refused = str(error)
+            kept_after_refusal = [ticket_id(m) for m in store.recall("C-1042")]
+            same_ticket = save_replacing(store, "C-1042", memory_like(4, "T-1", "the new fact"))
+            print(json.dumps({{
+                "refused": refused, "kept_after_refusal": kept_after_refusal,
+                "same_ticket_forgotten": [m["request"]["ticket"]["messages"][0]["text"]
+                                          for m in same_ticket],
+                "same_ticket_kept": [m["request"]["ticket"]["messages"][0]["text"]
+                                     for m in store.recall("C-1042")],
+            }}))
+    """)
+    assert "a memory may hold at most" in out["refused"]
+    assert out["kept_after_refusal"] == ["T-1"]
+    assert out["same_ticket_forgotten"] == ["old fact SYNTHETIC-YES:supersedes"]
+    assert out["same_ticket_kept"] == ["the new fact"]
+
+
 def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path):
     out = run_live(server, tmp_path, """
         memorybook.memory.MEMORIES = InMemoryMemories()
