@@ -398,7 +398,10 @@ def recording_summary(path: Path | None = None) -> str:
         origin = (f"the published result of {provenance['recorded_on']}, "
                   f"rebuilt from the official page's figures")
     else:
-        origin = "recorded live, every value measured"
+        kept = sum(len(entry.get("filled", {})) for entry in provenance["entries"].values())
+        origin = ("recorded live, every value measured" if not kept else
+                  f"recorded live; {kept} values equal ones the rebuilt recording filled by a "
+                  "rule, and are still counted as filled")
     doing = "Replaying" if replay_only_reason() else "Live: new calls are added to"
     return (
         f"{doing} {shown_path(path)}, the whole collection's recording: {len(entries)} calls to "
@@ -419,25 +422,33 @@ def recorded_requests() -> dict[str, dict]:
 
 
 def annotated_values(key: str) -> list[tuple[str, object, str]]:
-    """Every value of one recorded answer with its origin: "published", or "filled: <rule>"."""
+    """Every value of one recorded answer with its origin (see `origin_of`)."""
     entry = read_recording()[key]
     provenance = _provenance()["entries"][key]
+    return [(field, value, origin_of(provenance, field)) for field, value in leaf_values(entry)]
 
-    def leaves(value, prefix=""):
-        if isinstance(value, dict):
-            for name, item in value.items():
-                yield from leaves(item, f"{prefix}{name}.")
-        else:
-            yield prefix.rstrip("."), value
 
-    return [(field, value, "published" if field in provenance["published"]
-             else f"filled: {provenance['filled'][field]}") for field, value in leaves(entry)]
+def leaf_values(value: object, prefix: str = "") -> list[tuple[str, object]]:
+    """(dotted field, value) for every number and string of an answer, e.g. answers.team.choice."""
+    if isinstance(value, dict):
+        return [leaf for name, item in value.items()
+                for leaf in leaf_values(item, f"{prefix}{name}.")]
+    return [(prefix.rstrip("."), value)]
+
+
+def origin_of(provenance_entry: dict, field: str) -> str:
+    """Where one value of a recorded answer came from: "published", "filled: <rule>", "measured"."""
+    if field in provenance_entry.get("published", {}):
+        return "published"
+    if field in provenance_entry.get("filled", {}):
+        return f"filled: {provenance_entry['filled'][field]}"
+    return "measured"
 
 
 class RecordedAnswer(NamedTuple):
     ticket: str  # the ticket the call was about
     value: float  # the recorded P(yes)
-    origin: str  # "published", or "filled: <rule>"
+    origin: str  # "published", "filled: <rule>", or "measured"
 
 
 def recorded_noul_answers(question_id: str) -> list[RecordedAnswer]:
@@ -448,9 +459,7 @@ def recorded_noul_answers(question_id: str) -> list[RecordedAnswer]:
         if question_id not in entry["answers"] or key not in provenance:
             continue
         ticket = ticket_of(provenance[key]["request"]["state"]).get("id", "?")
-        field = f"answers.{question_id}.noul"
-        origin = ("published" if field in provenance[key]["published"]
-                  else f"filled: {provenance[key]['filled'][field]}")
+        origin = origin_of(provenance[key], f"answers.{question_id}.noul")
         answers.append(RecordedAnswer(ticket, entry["answers"][question_id]["noul"], origin))
     return answers
 

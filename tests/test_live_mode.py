@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memorybook.config import RECORDING_PATH
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
 from memorybook.recording import RecordingError, open_recording
 from tests import helpers
 from tests.helpers import RECORD, REPO_ROOT, record_arguments, run_python
@@ -240,17 +241,68 @@ def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
     assert result.returncode == 2 and "CI is set. Nothing was sent." in result.stderr
 
 
-def test_accepting_a_recording_replaces_the_target_and_marks_every_value_measured(tmp_path):
+def accepting(tmp_path: Path, new: dict) -> tuple[int, Path, Path]:
+    """Accept `new` over scratch copies of the committed recording and provenance."""
     from tools.record import accept
 
-    new, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
-    new.write_text(COMMITTED, encoding="utf-8")
-    target.write_text("{}", encoding="utf-8")
-    assert accept(new, target, provenance) == 0
-    assert target.read_text(encoding="utf-8") == COMMITTED
+    path, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
+    path.write_text(json.dumps(new, indent=2), encoding="utf-8")
+    target.write_text(COMMITTED, encoding="utf-8")
+    shutil.copyfile(PROVENANCE_PATH, provenance)
+    return accept(path, target, provenance), target, provenance
+
+
+def test_accepting_a_complete_recording_replaces_the_target_and_keeps_each_values_origin(
+        tmp_path):
+    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED))
+    assert status == 0
+    assert json.loads(target.read_text(encoding="utf-8")) == json.loads(COMMITTED)
     written = json.loads(provenance.read_text(encoding="utf-8"))
     assert written["origin"] == "recorded" and written["model"] == ["jev-1.14.0"]
     assert set(written["entries"]) == set(json.loads(COMMITTED))
+    before = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    for key, entry in written["entries"].items():  # nothing re-measured: every origin kept
+        assert entry["measured"] == [] and entry["filled"] == before[key]["filled"]
+
+
+def test_accepting_marks_measured_exactly_the_values_that_changed(tmp_path):
+    new = json.loads(COMMITTED)
+    provenance_before = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    key = next(key for key, entry in provenance_before.items()
+               if "answers.remember.noul" in entry["filled"] and new[key]["answers"]["remember"]
+               ["noul"] < 0.4)
+    new[key]["answers"]["remember"]["noul"] += 0.01  # still not saved: no other call changes
+    status, _, provenance = accepting(tmp_path, new)
+    assert status == 0
+    written = json.loads(provenance.read_text(encoding="utf-8"))["entries"][key]
+    assert written["measured"] == ["answers.remember.noul"]
+    assert "answers.remember.noul" not in written["filled"]
+    assert written["filled"]["usage.input_tokens"] == "tokens-by-size"  # unchanged: still filled
+
+
+def test_a_recording_lacking_calls_the_notebooks_make_is_not_accepted(tmp_path, capsys):
+    new = json.loads(COMMITTED)
+    calls = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    dropped = [key for key in new if calls[key]["call"].startswith("route T-201")]
+    for key in dropped:
+        del new[key]
+    status, target, provenance = accepting(tmp_path, new)
+    assert status == 1
+    assert target.read_text(encoding="utf-8") == COMMITTED
+    assert provenance.read_bytes() == PROVENANCE_PATH.read_bytes()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("Not accepted:") and "lacks calls the notebooks make" in line
+    assert "about ticket T-201" in line
+
+
+def test_accepting_without_a_new_recording_says_so_in_one_line(tmp_path, capsys):
+    from tools.record import accept
+
+    target, provenance = tmp_path / "rec.json", tmp_path / "prov.json"
+    assert accept(tmp_path / "missing.json", target, provenance) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "no new recording at" in line and "make record" in line
+    assert not target.exists() and not provenance.exists()
 
 
 @pytest.mark.parametrize("arguments, complaint", [
