@@ -148,10 +148,35 @@ class _locked:
         self.handle.close()
 
 
+class _ConflictingDuplicate(ValueError):
+    """One object of a JSON text holds a key twice, with different values."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refusing_conflicting_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dict; a key given twice must have the same value both times."""
+    found: dict = {}
+    for key, value in pairs:
+        if key in found and found[key] != value:
+            raise _ConflictingDuplicate(key)
+        found[key] = value
+    return found
+
+
 def _load_entries(path: Path) -> dict:
     """A recording's entries, or a RecordingError that names the file and how to recover."""
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
+        entries = json.loads(path.read_text(encoding="utf-8"),
+                             object_pairs_hook=_refusing_conflicting_duplicates)
+    except _ConflictingDuplicate as duplicate:
+        raise RecordingError(
+            f"The recording {shown_path(path)} holds the key {_short(duplicate.key)} twice, with "
+            f"different values; JSON readers would silently keep the last. It was left as it is. "
+            f"Remove the wrong copy{restore_hint(path)}."
+        ) from None
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise RecordingError(
             f"The recording {shown_path(path)} is not valid JSON ({error}). It was left as it is. "
@@ -376,7 +401,20 @@ def cache_key(model: str, state_json: str, questions_json: str) -> str:
 def read_recording(path: Path | None = None) -> dict:
     """The recording's entries ({} before its first call): reading them is not a notebook's use."""
     path = recording_path() if path is None else path
-    return _load_entries(path) if path.exists() else {}
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise RecordingError(
+            f"Could not read the recording {shown_path(path)}: {error.strerror or error}."
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise RecordingError(
+            f"The recording {shown_path(path)} is not a regular file (a folder, a pipe or a "
+            "device): point MEMORYBOOK_RECORDING at a JSON file."
+        )
+    return _load_entries(path)
 
 
 def recording_summary(path: Path | None = None) -> str:
