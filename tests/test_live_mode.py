@@ -394,9 +394,7 @@ def test_make_record_calls_stops_within_its_time_on_a_trickling_endpoint(tmp_pat
     assert f"no answer from {server.base_url} within 1 s" in line
 
 
-@pytest.mark.parametrize("endpoint", [
-    "http://192.0.2.10:8080", "http://[2001:db8::10]", "http://user:pw-9f2c@192.0.2.10",
-])
+@pytest.mark.parametrize("endpoint", ["http://user:pw-9f2c@192.0.2.10:8080", "http://[2001:db8::10]"])
 def test_the_key_never_goes_over_plain_http_to_another_machine(tmp_path, endpoint):
     printed, _, connections = timed_call(endpoint, tmp_path / "new.json")
     assert connections == 0, "a connection was attempted"
