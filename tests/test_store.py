@@ -1034,6 +1034,13 @@ def test_a_save_blocked_by_a_lock_ends_with_a_clear_error_and_writes_nothing(
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
 
 
+def test_open_store_takes_a_time_limit(backend: Backend) -> None:
+    with open_store(backend.url, key=backend.key, timeout=1.5) as store:
+        assert store.timeout == 1.5
+    with open_store(backend.url, key=backend.key) as store:
+        assert store.timeout == (30 if backend.name == "sqlite" else 20)
+
+
 @pytest.mark.parametrize("bad_timeout", [0, -1, float("nan"), float("inf"), "5", True])
 def test_the_time_limit_must_be_a_positive_number_of_seconds(
     backend: Backend, bad_timeout: object
