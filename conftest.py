@@ -6,11 +6,13 @@ recording, and a missing one fails its cell. Each kernel notes the cache keys it
 
 `make test` (tools/test.sh) runs pytest twice: every test but the `after_notebooks` ones on
 xdist workers, then those alone. The kernels' log and the list of notebooks that ran live in one
-folder, $MEMORYBOOK_USAGE_DIR, made here by the first process that needs it and inherited by the
-workers and by the second run, so that the checks see what every worker's kernels did.
+folder, $MEMORYBOOK_USAGE_DIR, inherited by the workers and by the second run, so that the checks
+see what every worker's kernels did. tools/test.sh makes it for both runs; a run without it (say
+`pytest --nbval notebooks`) gets one made here, and removes it when it ends.
 """
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,7 +32,8 @@ for name in NEVER_IN_TESTS:
     os.environ.pop(name, None)
 
 USAGE_DIR_ENV = "MEMORYBOOK_USAGE_DIR"
-if not os.environ.get(USAGE_DIR_ENV):
+MADE_THE_USAGE_DIR = not os.environ.get(USAGE_DIR_ENV)  # the run's first process; it removes it
+if MADE_THE_USAGE_DIR:
     os.environ[USAGE_DIR_ENV] = tempfile.mkdtemp(prefix="memorybook-usage-")
 USAGE_DIR = Path(os.environ[USAGE_DIR_ENV])
 USAGE_LOG = USAGE_DIR / "keys-read.txt"
@@ -81,6 +84,12 @@ def pytest_xdist_make_scheduler(config, log):
             return path if path.endswith(".ipynb") or path in RUN_WHOLE else nodeid
 
     return NotebooksWhole(config, log)
+
+
+def pytest_unconfigure(config):
+    """The process that made the usage folder removes it once its run (and its workers) ended."""
+    if MADE_THE_USAGE_DIR:
+        shutil.rmtree(USAGE_DIR, ignore_errors=True)
 
 
 def pytest_configure(config):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +20,7 @@ TYPESAFE_MODEL = "jev-1.14.0"  # the model every published figure came from
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
 RECORDED_REMEMBER_AT = 0.5  # the gate threshold of the recorded run
-DEFAULT_TIMEOUT_SECONDS = 120.0  # per HTTP operation of a live call
+DEFAULT_TIMEOUT_SECONDS = 120.0  # for the whole of a live call, retries included
 
 # Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
 API_KEY_ENV = "TYPESAFE_API_KEY"
@@ -28,6 +29,13 @@ RECORDING_ENV = "MEMORYBOOK_RECORDING"  # use another file than json_cache/json_
 ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
 TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
+ALLOW_PLAIN_HTTP_ENV = "MEMORYBOOK_ALLOW_PLAIN_HTTP"  # "1": send the key over http to any host
+
+
+if not os.environ.get(API_KEY_ENV, "").strip():
+    # A blank key is no key: without this, code that passes the variable on (notebook 1's
+    # client) hands the SDK an empty key, which it refuses at import.
+    os.environ.pop(API_KEY_ENV, None)
 
 
 class ConfigError(ValueError):
@@ -58,7 +66,7 @@ def load_data(path: Path | None = None) -> dict:
 
 
 def timeout_seconds() -> float:
-    """Seconds per HTTP operation in live mode: $MEMORYBOOK_TIMEOUT_SECONDS, else 120."""
+    """Seconds a live call may take, retries included: $MEMORYBOOK_TIMEOUT_SECONDS, else 120."""
     text = os.environ.get(TIMEOUT_ENV, "").strip()
     if not text:
         return DEFAULT_TIMEOUT_SECONDS
@@ -96,13 +104,22 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def in_repository(path: Path) -> bool:
-    """Whether git could restore this path: it lies inside this repository."""
-    return path.resolve().is_relative_to(REPO_ROOT)
+def tracked_by_git(path: Path) -> bool:
+    """Whether git could restore this path: a file of this repository that git tracks."""
+    if not path.resolve().is_relative_to(REPO_ROOT):
+        return False
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--error-unmatch", "--", shown_path(path)],
+            cwd=REPO_ROOT, capture_output=True, timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):  # no git here
+        return False
+    return listed.returncode == 0
 
 
 def restore_hint(path: Path) -> str:
-    """', or restore it with `git checkout -- PATH`' for a file of this repository, else ''."""
-    if not in_repository(path):
+    """', or restore it with `git checkout -- PATH`' for a file git tracks, else ''."""
+    if not tracked_by_git(path):
         return ""
     return f", or restore it with `git checkout -- {shown_path(path)}`"

@@ -144,18 +144,27 @@ def save_replacing(store, customer: str, memory: dict,
     """Save a memory and forget the saved ones it supersedes; return what was forgotten.
 
     `store` needs `forget(customer_id, ticket_id)`, as the stores in memorybook/store.py have.
+    The new memory is saved first: if the store refuses it, every saved memory stays.
     """
     saved = store.recall(customer)
-    forgotten = []
-    for old, request in zip(saved, supersede_requests(memory, saved), strict=True):
-        if ask(*request).answers["supersedes"].noul >= SUPERSEDED_AT:
-            forgotten += store.forget(customer, ticket_id(old))
+    requests = supersede_requests(memory, saved)
+    replaced = dict.fromkeys(
+        ticket_id(old) for old, request in zip(saved, requests, strict=True)
+        if ask(*request).answers["supersedes"].noul >= SUPERSEDED_AT
+    )
     store.save(customer, memory)
+    forgotten = [old for ticket in replaced for old in store.forget(customer, ticket)]
+    if ticket_id(memory) in replaced:  # forget() took the new memory too: same ticket id
+        forgotten.remove(memory)
+        store.save(customer, memory)
     return forgotten
 
 
-def routing_reply(response: SystemOneResponse) -> str:
-    """What the example app tells the customer once a ticket is routed."""
+def routing_reply(response: SystemOneResponse, memories_sent: list[dict]) -> str:
+    """What the example app tells the customer once a ticket is routed: the team, unless the
+    route may rest on a memory the routing request carried."""
+    if memories_sent:
+        return "Thanks for your message. It is now with the right team, who will reply here."
     team = ROUTE["team"].criteria[response.answers["team"].choice].split(":")[0]
     return f"Thanks for your message. It is now with our {team}, who will reply here."
 
@@ -168,9 +177,11 @@ def with_reply(state: dict, reply: str) -> dict:
 
 
 def gate_request_with_reply(state: dict, questions: dict, response: SystemOneResponse,
+                            memories_sent: list[dict],
                             reply: Callable = routing_reply) -> tuple[dict, dict]:
     """The gate's request when the thread holds the app's reply: the memory it would save."""
-    return as_memory(with_reply(state, reply(response)), questions, response), GATE
+    thread = with_reply(state, reply(response, memories_sent))
+    return as_memory(thread, questions, response), GATE
 
 
 def ask_remembering_replies(state: dict, questions: dict, reply: Callable = routing_reply,
@@ -179,7 +190,7 @@ def ask_remembering_replies(state: dict, questions: dict, reply: Callable = rout
     memories = memorybook.memory.MEMORIES
     saved = memories.recall(customer_id(state))
     response = ask(state_with_memories(state, saved), questions)
-    memory, gate = gate_request_with_reply(state, questions, response, reply)
+    memory, gate = gate_request_with_reply(state, questions, response, saved, reply)
     if kept(ask(memory, gate).answers["remember"].noul):
         memories.save(customer_id(state), memory)
     return response

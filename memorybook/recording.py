@@ -80,22 +80,32 @@ class _RecordingFile(type(Path())):
             on_disk = read_recording(self)
             merged = {**ours, **on_disk}
             text = json.dumps({key: merged[key] for key in sorted(merged)}, indent=2)
-            mode = _mode_for(self)
-            temporary = None
-            try:
-                with tempfile.NamedTemporaryFile(
-                    "w", encoding="utf-8", dir=self.parent, prefix=f".{self.name}.", delete=False
-                ) as temporary:
-                    os.fchmod(temporary.fileno(), mode)
-                    temporary.write(text)
-                    temporary.flush()
-                    os.fsync(temporary.fileno())
-                os.replace(temporary.name, self)
-            except BaseException:
-                if temporary is not None:
-                    Path(temporary.name).unlink(missing_ok=True)
-                raise
+            write_text_atomically(self, text)
         return len(text)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace the file at `path` with `text`, all or nothing, keeping its permission bits.
+
+    The text goes to a temporary file beside it, which then takes its place in one rename: on
+    any failure (a full disk, a read-only folder, Ctrl-C) the old file stays as it was and the
+    temporary file is removed.
+    """
+    mode = _mode_for(path)
+    temporary = None
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+        ) as temporary:
+            os.fchmod(temporary.fileno(), mode)
+            temporary.write(text)
+            temporary.flush()
+            os.fsync(temporary.fileno())
+        os.replace(temporary.name, path)
+    except BaseException:
+        if temporary is not None:
+            Path(temporary.name).unlink(missing_ok=True)
+        raise
 
 
 def _mode_for(path: Path) -> int:
@@ -138,10 +148,35 @@ class _locked:
         self.handle.close()
 
 
+class _ConflictingDuplicate(ValueError):
+    """One object of a JSON text holds a key twice, with different values."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refusing_conflicting_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dict; a key given twice must have the same value both times."""
+    found: dict = {}
+    for key, value in pairs:
+        if key in found and found[key] != value:
+            raise _ConflictingDuplicate(key)
+        found[key] = value
+    return found
+
+
 def _load_entries(path: Path) -> dict:
     """A recording's entries, or a RecordingError that names the file and how to recover."""
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
+        entries = json.loads(path.read_text(encoding="utf-8"),
+                             object_pairs_hook=_refusing_conflicting_duplicates)
+    except _ConflictingDuplicate as duplicate:
+        raise RecordingError(
+            f"The recording {shown_path(path)} holds the key {_short(duplicate.key)} twice, with "
+            f"different values; JSON readers would silently keep the last. It was left as it is. "
+            f"Remove the wrong copy{restore_hint(path)}."
+        ) from None
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise RecordingError(
             f"The recording {shown_path(path)} is not valid JSON ({error}). It was left as it is. "
@@ -366,7 +401,20 @@ def cache_key(model: str, state_json: str, questions_json: str) -> str:
 def read_recording(path: Path | None = None) -> dict:
     """The recording's entries ({} before its first call): reading them is not a notebook's use."""
     path = recording_path() if path is None else path
-    return _load_entries(path) if path.exists() else {}
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise RecordingError(
+            f"Could not read the recording {shown_path(path)}: {error.strerror or error}."
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise RecordingError(
+            f"The recording {shown_path(path)} is not a regular file (a folder, a pipe or a "
+            "device): point MEMORYBOOK_RECORDING at a JSON file."
+        )
+    return _load_entries(path)
 
 
 def recording_summary(path: Path | None = None) -> str:
@@ -388,7 +436,10 @@ def recording_summary(path: Path | None = None) -> str:
         origin = (f"the published result of {provenance['recorded_on']}, "
                   f"rebuilt from the official page's figures")
     else:
-        origin = "recorded live, every value measured"
+        kept = sum(len(entry.get("filled", {})) for entry in provenance["entries"].values())
+        origin = ("recorded live, every value measured" if not kept else
+                  f"recorded live; {kept} values equal ones the rebuilt recording filled by a "
+                  "rule, and are still counted as filled")
     doing = "Replaying" if replay_only_reason() else "Live: new calls are added to"
     tokens_source = ""
     if rebuilt_as_committed:
@@ -415,7 +466,7 @@ def recorded_requests() -> dict[str, dict]:
 
 def annotated_values(model: str, state_json: str, questions_json: str
                      ) -> list[tuple[str, object, str]]:
-    """Every value of one recorded answer with its origin: "published", or "filled: <rule>".
+    """Every value of one recorded answer with its origin (see `origin_of`).
 
     The call is given as `_system_one` receives it. A call the recording lacks raises the same
     explained miss the call itself would.
@@ -429,22 +480,30 @@ def annotated_values(model: str, state_json: str, questions_json: str
                             "questions": json.loads(questions_json)},
                            replay_only_reason() or "live calls are allowed")
     provenance = _provenance()["entries"][key]
+    return [(field, value, origin_of(provenance, field)) for field, value in leaf_values(entry)]
 
-    def leaves(value, prefix=""):
-        if isinstance(value, dict):
-            for name, item in value.items():
-                yield from leaves(item, f"{prefix}{name}.")
-        else:
-            yield prefix.rstrip("."), value
 
-    return [(field, value, "published" if field in provenance["published"]
-             else f"filled: {provenance['filled'][field]}") for field, value in leaves(entry)]
+def leaf_values(value: object, prefix: str = "") -> list[tuple[str, object]]:
+    """(dotted field, value) for every number and string of an answer, e.g. answers.team.choice."""
+    if isinstance(value, dict):
+        return [leaf for name, item in value.items()
+                for leaf in leaf_values(item, f"{prefix}{name}.")]
+    return [(prefix.rstrip("."), value)]
+
+
+def origin_of(provenance_entry: dict, field: str) -> str:
+    """Where one value of a recorded answer came from: "published", "filled: <rule>", "measured"."""
+    if field in provenance_entry.get("published", {}):
+        return "published"
+    if field in provenance_entry.get("filled", {}):
+        return f"filled: {provenance_entry['filled'][field]}"
+    return "measured"
 
 
 class RecordedAnswer(NamedTuple):
     ticket: str  # the ticket the call was about
     value: float  # the recorded P(yes)
-    origin: str  # "published", or "filled: <rule>"
+    origin: str  # "published", "filled: <rule>", or "measured"
 
 
 def recorded_noul_answers(question_id: str) -> list[RecordedAnswer]:
@@ -455,9 +514,7 @@ def recorded_noul_answers(question_id: str) -> list[RecordedAnswer]:
         if question_id not in entry["answers"] or key not in provenance:
             continue
         ticket = ticket_of(provenance[key]["request"]["state"]).get("id", "?")
-        field = f"answers.{question_id}.noul"
-        origin = ("published" if field in provenance[key]["published"]
-                  else f"filled: {provenance[key]['filled'][field]}")
+        origin = origin_of(provenance[key], f"answers.{question_id}.noul")
         answers.append(RecordedAnswer(ticket, entry["answers"][question_id]["noul"], origin))
     return answers
 

@@ -1,8 +1,8 @@
 """Replay-only calls: a client with no network behind it, and misses that explain themselves.
 
-Without a key (and always in CI) notebook 1 replaces the pattern's client with
-`collection_client()`, whose transport is `replay_only_transport()`. The SDK reaches a transport
-only when the recording had no answer, so every request this transport sees is a miss. It sends
+Without a key (and always in CI) the collection's client (`memorybook.transport`) sends through
+`ReplayOnlyTransport`. The SDK reaches a transport only when the recording had no answer, so
+every request this transport sees is a miss. It sends
 nothing; it raises `RecordingMissError`, which says which call missed, the most likely reason
 (found by comparing the call with the requests behind the recorded answers, and with the misses
 this process met before), a playground link to exactly that call, and how to record it.
@@ -11,21 +11,17 @@ this process met before), a playground link to exactly that call, and how to rec
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import httpx2
 from cooksafe import make_playground_link
-from typesafe_sdk import TypeSafeClient, TypeSafeError
+from typesafe_sdk import TypeSafeError
 
 from memorybook.config import (
     API_KEY_ENV,
-    ENDPOINT_ENV,
     RECORDED_REMEMBER_AT,
     recording_path,
-    replay_only_reason,
     shown_path,
-    timeout_seconds,
 )
 from memorybook.live import describe_api_failure
 from memorybook.recording import (
@@ -54,24 +50,6 @@ class RecordingMissError(RecordingError):
             summary, *(f"- {reason}" for reason in reasons), how_to_record,
             f"Ask Jev this exact call in the TypeSafe playground: {link}",
         ]))
-
-
-def collection_client() -> TypeSafeClient:
-    """The client the collection uses in place of the pattern's: the same settings from the
-    environment, a time-out from $MEMORYBOOK_TIMEOUT_SECONDS, and, without a key or in CI, the
-    replay-only transport."""
-    return TypeSafeClient(
-        api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
-        base_url=os.environ.get(ENDPOINT_ENV) or None,  # None: the SDK's default endpoint
-        timeout=timeout_seconds(),
-        transport=replay_only_transport(),
-    )
-
-
-def replay_only_transport() -> httpx2.BaseTransport | None:
-    """None when live calls are allowed; otherwise a transport on which every request is a miss."""
-    reason = replay_only_reason()
-    return None if reason is None else ReplayOnlyTransport(reason)
 
 
 class ReplayOnlyTransport(httpx2.BaseTransport):

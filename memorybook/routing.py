@@ -27,7 +27,8 @@ json_cache = JsonCache(Path("json_cache/json_cache.json"))
 
 
 from memorybook.recording import open_recording
-from memorybook.replay import collection_client, explain_failures_in_notebooks
+from memorybook.replay import explain_failures_in_notebooks
+from memorybook.transport import collection_client
 
 client = collection_client()  # replay-only without TYPESAFE_API_KEY, and always in CI
 json_cache = open_recording()  # json_cache/json_cache.json: damaged entries are named

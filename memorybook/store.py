@@ -45,7 +45,9 @@ Encryption at rest
     taken from the ``key`` argument, else ``$MEMORYBOOK_STORE_KEY``. A local SQLite
     store with neither creates a key file beside the database (``<file>.key``, mode
     0600) and says so in ``store.notices``: lose that file and the memories cannot
-    be read by anyone. PostgreSQL always needs an explicit key. A wrong key is
+    be read by anyone. A key file that other users can read or write, or that
+    another user owns, is refused (``MemoryStoreKeyError`` saying how to fix it),
+    as ssh refuses such private keys. PostgreSQL always needs an explicit key. A wrong key is
     refused when the store opens (``MemoryStoreKeyError``), never decrypted into
     garbage.
 
@@ -62,10 +64,11 @@ Forgetting
     customer in one transaction; ``forget_customer(customer_id)`` deletes all of
     that customer's memories in one transaction (the right to erasure). Both
     return the deleted memories they could read, oldest first ([] if there were
-    none). A memory that fails its integrity check is deleted all the same, is
-    not in the returned list, and is counted in a line appended to
-    ``store.notices``; the same holds for an unreadable memory evicted by
-    ``save()``. SQLite runs with ``secure_delete`` and truncates
+    none). Rows are found by their digests and deleted before anything is
+    decoded, so a memory that fails its integrity check or cannot be decoded is
+    deleted all the same, is not in the returned list, and is counted in a line
+    appended to ``store.notices``; the same holds for an unreadable memory
+    evicted by ``save()``. SQLite runs with ``secure_delete`` and truncates
     its write-ahead log afterwards, so the deleted ciphertext is overwritten on
     disk. PostgreSQL keeps dead row versions until (auto)vacuum reuses the space,
     and backups keep what they hold; those copies are still encrypted.
@@ -77,6 +80,15 @@ Concurrency
     Eviction happens inside the saving transaction, so processes saving for the
     same customer at once lose nothing.
 
+Time limits and reconnecting
+    A call waits at most ``timeout`` seconds (``open_store(timeout=)``; 30 on
+    SQLite, 20 on PostgreSQL) for a lock another process or session holds, then
+    raises ``MemoryStoreError`` naming the call; nothing is written. On
+    PostgreSQL any one statement is also cancelled after twice that, and the
+    server ends a transaction of ours left idle as long. A PostgreSQL store whose
+    connection was lost (a server restart, a network cut) connects again at its
+    next call; the call that lost it says so.
+
 Damaged input
     A file that is not a memorybook SQLite database, or that is damaged, raises
     ``MemoryStoreError`` naming the file; the file is never overwritten or
@@ -84,8 +96,9 @@ Damaged input
     ``MemoryStoreError`` naming its position among the customer's memories and
     how to remove it (``forget`` or ``forget_customer``, which always work). A
     full or read-only disk is reported as such; the file is then not at fault.
-    A memory that is not JSON-serialisable, too large or nested too deeply
-    raises ``ValueError``. Ids are cut short in error messages.
+    A memory that is not JSON-serialisable, too large, or nested more than
+    ``MAX_MEMORY_NESTING`` (100) levels deep raises ``ValueError``, whatever the
+    caller's stack depth. Ids are cut short in error messages.
     What ``recall()`` returns serialises to exactly the JSON text of what was
     saved (same key order), because the memories are sent on to the API and cache
     keys depend on that text.
@@ -99,16 +112,19 @@ import functools
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
+import select
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -117,12 +133,18 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 MAX_MEMORIES_PER_CUSTOMER = 50
 MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answers, not attachments
+# Levels of dicts and lists in one memory: far below what Python decodes at any stack depth.
+MAX_MEMORY_NESTING = 100
 STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
 STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
 DEFAULT_STORE_PATH = Path(".memorybook") / "memories.sqlite3"
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process's transaction
+# How long a PostgreSQL call waits for a lock another session holds; any one statement may take
+# twice that, and a transaction of ours left idle (a stuck client) is ended after twice that too.
+POSTGRES_LOCK_TIMEOUT_SECONDS = 20
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
+_WRITES = ("save()", "forget()", "forget_customer()")
 
 _STORE_FORMAT = b"memorybook-store-1"
 _KEY_CHECK_MESSAGE = b"memorybook key check"
@@ -147,6 +169,10 @@ class MemoryStoreKeyError(MemoryStoreError):
 
 class MemoryNotFoundError(MemoryStoreError):
     """``forget()`` was asked for a ticket the customer has no memory of."""
+
+
+class _UnreadableMemory(Exception):
+    """A stored row whose memory cannot be read; the message says why."""
 
 
 @runtime_checkable
@@ -175,24 +201,30 @@ def open_store(
     *,
     key: str | bytes | None = None,
     max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+    timeout: float | None = None,
 ) -> MemoryStore:
     """Open the memory store at ``url`` (see the module docstring for the forms).
 
     ``url`` defaults to ``$MEMORYBOOK_STORE_URL``, then to
     ``.memorybook/memories.sqlite3`` in the repository root. ``key`` defaults to
     ``$MEMORYBOOK_STORE_KEY``. ``max_memories`` is the per-customer cap of this store object.
+    ``timeout`` is how many seconds a call waits for a lock held elsewhere before it fails
+    (default: 30 on SQLite, 20 on PostgreSQL).
     """
+    options: dict[str, Any] = {"key": key, "max_memories": max_memories}
+    if timeout is not None:
+        options["timeout"] = timeout
     if url is None:
         url = os.environ.get(STORE_URL_ENV) or None
     if url is None:
         path = _repo_root(Path.cwd()) / DEFAULT_STORE_PATH
         _create_private_folder(path.parent)
-        return SQLiteMemoryStore(path, key=key, max_memories=max_memories)
+        return SQLiteMemoryStore(path, **options)
     scheme = url.partition(":")[0].lower()
     if scheme == "sqlite":
-        return SQLiteMemoryStore(_sqlite_path(url), key=key, max_memories=max_memories)
+        return SQLiteMemoryStore(_sqlite_path(url), **options)
     if scheme in ("postgresql", "postgres"):
-        return PostgresMemoryStore(url, key=key, max_memories=max_memories)
+        return PostgresMemoryStore(url, **options)
     raise MemoryStoreError(
         f"Unsupported memory store URL {_shown(_redacted(url))}: use "
         "sqlite:///path/to/memories.sqlite3 or postgresql://user@host:port/database "
@@ -201,11 +233,18 @@ def open_store(
 
 
 def _one_call_at_a_time(method: Callable) -> Callable:
-    """Serialise calls on one store object, so that threads can share it."""
+    """Serialise calls on one store object, so that threads can share it.
+
+    Each call first lets the backend make sure its connection is usable (``_before_call``), and
+    is named in the errors it raises.
+    """
 
     @functools.wraps(method)
     def serialised(self: _EncryptedStore, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
+            self._current_call = f"{method.__name__}()"
+            self._open_keys()
+            self._before_call()
             return method(self, *args, **kwargs)
 
     return serialised
@@ -218,15 +257,20 @@ class _EncryptedStore:
     its rows), ``_write_transaction`` and ``_close_connection``.
     """
 
-    def __init__(self, location: str, max_memories: int) -> None:
+    def __init__(self, location: str, max_memories: int, timeout: float) -> None:
         if not isinstance(max_memories, int) or isinstance(max_memories, bool) or max_memories < 1:
             raise ValueError(f"max_memories must be a positive integer, got {_shown(max_memories)}")
+        if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                or not math.isfinite(timeout) or timeout <= 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {_shown(timeout)}")
         self.location = location
         self.max_memories = max_memories
+        self.timeout = timeout
         self.notices: list[str] = []
         self._keys: _Keys | None = None
         self._is_open = False
         self._lock = threading.RLock()
+        self._current_call = "opening the store"
 
     # -- the MemoryStore interface -------------------------------------------------
 
@@ -242,17 +286,16 @@ class _EncryptedStore:
         )
         memories = []
         for position, (ticket, sealed) in enumerate(rows, start=1):
-            memory = self._unseal(customer, ticket, sealed)
-            if memory is None:
+            try:
+                memories.append(self._unseal(customer, ticket, sealed))
+            except _UnreadableMemory as unreadable:
                 raise MemoryStoreError(
                     f"Memory number {position} of {len(rows)} (oldest first) of customer "
-                    f"{_shown(customer_id)} in {self.location} failed its integrity check: it "
-                    "was changed or damaged outside memorybook, and cannot be read. Remove it "
-                    "with forget(customer_id, ticket_id) if you know its ticket, or erase all of "
-                    "this customer's memories with forget_customer(customer_id); or restore the "
-                    "store from a backup."
-                )
-            memories.append(memory)
+                    f"{_shown(customer_id)} in {self.location} {unreadable}, and cannot be read. "
+                    "Remove it with forget(customer_id, ticket_id) if you know its ticket, or "
+                    "erase all of this customer's memories with forget_customer(customer_id); or "
+                    "restore the store from a backup."
+                ) from None
         return memories
 
     @_one_call_at_a_time
@@ -275,12 +318,12 @@ class _EncryptedStore:
                 " WHERE customer_digest = ? ORDER BY id LIMIT ?",
                 (customer, count - self.max_memories),
             )
-            evicted = self._readable(
-                customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
-            )
             for row_id, _, _ in oldest:
                 self._run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-        return evicted
+        # Read only once the rows are gone: what cannot be read is still evicted.
+        return self._readable(
+            customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
+        )
 
     @_one_call_at_a_time
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
@@ -303,13 +346,12 @@ class _EncryptedStore:
                     f"{_shown(ticket_id)} in {self.location}; check both ids (they are matched "
                     "exactly, case and spaces included) against recall()."
                 )
-            forgotten = self._readable(
-                customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
-            )
             for row_id, _ in rows:
                 self._run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
         self._after_forget()
-        return forgotten
+        return self._readable(
+            customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
+        )
 
     @_one_call_at_a_time
     def forget_customer(self, customer_id: str) -> list[dict]:
@@ -329,18 +371,17 @@ class _EncryptedStore:
                 " WHERE customer_digest = ? ORDER BY id",
                 (customer,),
             )
-            forgotten = self._readable(customer_id, customer, rows, "Erased")
             self._run("DELETE FROM memorybook_memories WHERE customer_digest = ?", (customer,))
         if rows:
             self._after_forget()
-        return forgotten
+        return self._readable(customer_id, customer, rows, "Erased")
 
-    @_one_call_at_a_time
     def close(self) -> None:
         """Close the connection; calling it again does nothing."""
-        if self._is_open:
-            self._is_open = False
-            self._close_connection()
+        with self._lock:
+            if self._is_open:
+                self._is_open = False
+                self._close_connection()
 
     def __enter__(self) -> Self:
         return self
@@ -364,31 +405,44 @@ class _EncryptedStore:
         ciphertext = keys.cipher.encrypt(nonce, text.encode("utf-8"), customer + ticket)
         return customer, ticket, _SEALED_VERSION + nonce + ciphertext
 
-    def _unseal(self, customer: bytes, ticket: bytes, sealed: bytes) -> dict | None:
-        """The memory in a row, or None when the row fails its integrity check."""
+    def _unseal(self, customer: bytes, ticket: bytes, sealed: bytes) -> dict:
+        """The memory in a row; ``_UnreadableMemory`` says why a row cannot be read."""
         sealed = bytes(sealed)
         version = sealed[:1]
         nonce, ciphertext = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        damaged = _UnreadableMemory(
+            "failed its integrity check: it was changed or damaged outside memorybook"
+        )
         if version != _SEALED_VERSION:
-            return None
+            raise damaged
         try:
             text = self._open_keys().cipher.decrypt(nonce, ciphertext, customer + ticket)
             return json.loads(text)
         except (InvalidTag, ValueError):
-            return None
+            raise damaged from None
+        except RecursionError:
+            raise _UnreadableMemory(
+                f"is nested too deeply to decode (it was saved before memorybook refused memories "
+                f"nested more than {MAX_MEMORY_NESTING} levels)"
+            ) from None
 
     def _readable(
         self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str
     ) -> list[dict]:
         """The memories of these rows that can be read; a notice counts the others."""
-        memories = [self._unseal(customer, ticket, sealed) for ticket, sealed in rows]
-        unreadable = [n for n, memory in enumerate(memories, start=1) if memory is None]
+        memories, unreadable = [], 0
+        for ticket, sealed in rows:
+            try:
+                memories.append(self._unseal(customer, ticket, sealed))
+            except _UnreadableMemory:
+                unreadable += 1
         if unreadable:
             self.notices.append(
-                f"{done} {len(unreadable)} damaged memory row(s) of customer {_shown(customer_id)} "
-                f"in {self.location} that could not be read, so they are not in the returned list."
+                f"{done} {unreadable} unreadable memory row(s) of customer {_shown(customer_id)} "
+                f"in {self.location} (damaged, or nested too deeply to decode), so they are not "
+                "in the returned list."
             )
-        return [memory for memory in memories if memory is not None]
+        return memories
 
     def _open_keys(self) -> _Keys:
         if not self._is_open or self._keys is None:
@@ -422,6 +476,9 @@ class _EncryptedStore:
     def _after_forget(self) -> None:
         """Backend hook run after memories were deleted."""
 
+    def _before_call(self) -> None:
+        """Backend hook run before each call, with the store's lock held."""
+
     # -- what each backend provides ------------------------------------------------
 
     def _run(self, sql: str, params: tuple = ()) -> list[tuple]:
@@ -448,16 +505,17 @@ class SQLiteMemoryStore(_EncryptedStore):
         *,
         key: str | bytes | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+        timeout: float = SQLITE_BUSY_TIMEOUT_SECONDS,
     ) -> None:
         self.path = Path(path).expanduser().absolute()
-        super().__init__(str(self.path), max_memories)
+        super().__init__(str(self.path), max_memories, timeout)
         self.key_path = self.path.with_name(self.path.name + ".key")
         self._refuse_foreign_file()
         self._create_private_file()
         try:
             self._connection = sqlite3.connect(
                 self.path,
-                timeout=SQLITE_BUSY_TIMEOUT_SECONDS,
+                timeout=self.timeout,
                 isolation_level=None,
                 check_same_thread=False,  # calls are serialised by _one_call_at_a_time
             )
@@ -547,13 +605,7 @@ class SQLiteMemoryStore(_EncryptedStore):
         if os.environ.get(STORE_KEY_ENV):
             return _parse_key(os.environ[STORE_KEY_ENV], f"${STORE_KEY_ENV}", self.location)
         if self.key_path.exists():
-            try:
-                return _parse_key(self.key_path.read_bytes(), str(self.key_path), self.location)
-            except OSError as error:
-                raise MemoryStoreKeyError(
-                    f"Cannot read the key file {self.key_path} for {self.path} ({error.strerror}); "
-                    f"fix its permissions or set ${STORE_KEY_ENV}."
-                ) from None
+            return self._read_key_file()
         if has_data:
             raise MemoryStoreKeyError(
                 f"{self.path} is encrypted, but no key was given and its key file "
@@ -575,7 +627,7 @@ class SQLiteMemoryStore(_EncryptedStore):
         try:
             os.link(draft, self.key_path)  # fails if another process created it first
         except FileExistsError:
-            return _parse_key(self.key_path.read_bytes(), str(self.key_path), self.location)
+            return self._read_key_file()
         finally:
             draft.unlink()
         self.notices.append(
@@ -588,6 +640,44 @@ class SQLiteMemoryStore(_EncryptedStore):
     def _key_file_hint(self) -> str:
         return f", or the key file {self.key_path}"
 
+    def _read_key_file(self) -> bytes:
+        """The key in ``<path>.key``, refused unless only we own it and can read or write it.
+
+        Checked on the opened file, so that what is checked is what is read. Another user's file
+        may have been planted to make us encrypt with a key they know.
+        """
+        try:
+            with open(self.key_path, "rb") as file:
+                status = os.fstat(file.fileno())
+                text = file.read(1000)
+        except OSError as error:
+            raise MemoryStoreKeyError(
+                f"Cannot read the key file {self.key_path} for {self.path} ({error.strerror}); "
+                f"fix its permissions or set ${STORE_KEY_ENV}."
+            ) from None
+        if not stat.S_ISREG(status.st_mode):
+            raise MemoryStoreKeyError(
+                f"The key file {self.key_path} for {self.path} is not a regular file; replace it "
+                f"with the store's key file, or set ${STORE_KEY_ENV}."
+            )
+        if status.st_uid != os.geteuid():
+            raise MemoryStoreKeyError(
+                f"The key file {self.key_path} for {self.path} is owned by another user (uid "
+                f"{status.st_uid}), who may have planted it or can read it; memorybook uses only "
+                "a key file of your own. If it really is your store's key, copy it to a new file "
+                f"of yours with mode 0600 in its place; otherwise remove it, or set "
+                f"${STORE_KEY_ENV}."
+            )
+        mode = stat.S_IMODE(status.st_mode)
+        if mode & 0o077:
+            raise MemoryStoreKeyError(
+                f"The key file {self.key_path} for {self.path} can be read or written by other "
+                f"users (mode {mode:04o}), who could then decrypt these memories or swap the key. "
+                f"Make it private with `chmod 600 {self.key_path}`, and treat the key as seen by "
+                "others if they could read it."
+            )
+        return _parse_key(text, str(self.key_path), self.location)
+
     def _switch_to_wal(self) -> None:
         """Put the database in WAL mode, waiting out other processes doing the same.
 
@@ -595,7 +685,7 @@ class SQLiteMemoryStore(_EncryptedStore):
         once (without its busy timeout) while another new opener holds it, so retry until the
         busy timeout.
         """
-        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+        deadline = time.monotonic() + self.timeout
         pause = 0.005
         while True:
             try:
@@ -647,8 +737,9 @@ class SQLiteMemoryStore(_EncryptedStore):
         message = str(error)
         if _is_busy(error):
             return MemoryStoreError(
-                f"The memory database {self.path} stayed locked by another process for more than "
-                f"{SQLITE_BUSY_TIMEOUT_SECONDS} s ({message}); try again when it has finished."
+                f"{self._current_call} waited more than {self.timeout:g} s for the memory "
+                f"database {self.path}, which another process kept locked ({message}); nothing "
+                "was written. Try again when it has finished."
             )
         if any(sign in message for sign in _NOT_THE_FILES_FAULT):
             return MemoryStoreError(
@@ -667,7 +758,10 @@ class SQLiteMemoryStore(_EncryptedStore):
 class PostgresMemoryStore(_EncryptedStore):
     """Memories in PostgreSQL (psycopg 3), in the connection's current schema.
 
-    Needs a key: the ``key`` argument or ``$MEMORYBOOK_STORE_KEY``.
+    Needs a key: the ``key`` argument or ``$MEMORYBOOK_STORE_KEY``. A call waits at most
+    ``timeout`` seconds for a lock another session holds, then fails and writes nothing. A
+    connection lost (the server restarted, or was unreachable for a while) is opened again at the
+    next call.
     """
 
     def __init__(
@@ -676,8 +770,15 @@ class PostgresMemoryStore(_EncryptedStore):
         *,
         key: str | bytes | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+        timeout: float = POSTGRES_LOCK_TIMEOUT_SECONDS,
     ) -> None:
-        super().__init__(_redacted(url), max_memories)
+        super().__init__(_redacted(url), max_memories, timeout)
+        if _password_needs_encoding(url):
+            raise MemoryStoreError(
+                f"The password in the PostgreSQL URL {self.location} holds characters that must "
+                "be percent-encoded: write @ as %40, / as %2F, ? as %3F, # as %23 and a space as "
+                "%20, or leave the password out of the URL and set $PGPASSWORD."
+            )
         if key is None:
             key = os.environ.get(STORE_KEY_ENV) or None
         if key is None:
@@ -687,17 +788,9 @@ class PostgresMemoryStore(_EncryptedStore):
                 "your secrets manager; without it the memories cannot be read."
             )
         keys = _Keys(_parse_key(key, "the given key", self.location))
-        psycopg = _import_psycopg()
-        self._psycopg_error = psycopg.Error
-        try:
-            self._connection = psycopg.connect(
-                url, autocommit=True, connect_timeout=POSTGRES_CONNECT_TIMEOUT_SECONDS
-            )
-        except psycopg.Error as error:
-            raise MemoryStoreError(
-                f"Could not connect to the PostgreSQL memory store {self.location} "
-                f"({_one_line(error)}). Check that the server is running and the URL is right."
-            ) from None
+        self._psycopg = _import_psycopg()
+        self._url = url
+        self._connection = self._connect()
         self._keys = keys
         self._is_open = True
         try:
@@ -705,6 +798,51 @@ class PostgresMemoryStore(_EncryptedStore):
         except BaseException:
             self.close()
             raise
+
+    def _connect(self) -> Any:
+        """A new connection whose waits for locks and statements are bounded by ``timeout``."""
+        try:
+            connection = self._psycopg.connect(
+                self._url, autocommit=True, connect_timeout=POSTGRES_CONNECT_TIMEOUT_SECONDS
+            )
+        except self._psycopg.Error as error:
+            raise MemoryStoreError(
+                f"Could not connect to the PostgreSQL memory store {self.location} "
+                f"({self._shown_error(error)}). Check that the server is running and the URL is "
+                "right; this store object connects again at its next call."
+            ) from None
+        limits = {
+            "lock_timeout": self.timeout,
+            "statement_timeout": 2 * self.timeout,
+            "idle_in_transaction_session_timeout": 2 * self.timeout,
+        }
+        try:
+            for name, seconds in limits.items():
+                connection.execute(
+                    "SELECT set_config(%s, %s, false)", (name, f"{math.ceil(seconds * 1000)}ms")
+                )
+        except self._psycopg.Error as error:
+            connection.close()
+            raise MemoryStoreError(
+                f"Could not set the time limits of a connection to the PostgreSQL memory store "
+                f"{self.location} ({self._shown_error(error)}); check the server."
+            ) from None
+        return connection
+
+    def _before_call(self) -> None:
+        """Open a new connection if the server ended this one (a restart) since the last call.
+
+        Between calls the connection is idle, so anything waiting to be read on it is the
+        server's notice that it closed the connection.
+        """
+        connection = self._connection
+        if not (connection.closed or connection.broken):
+            waiting, _, _ = select.select([connection.fileno()], [], [], 0)
+            if not waiting:
+                return
+        with suppress(self._psycopg.Error):
+            connection.close()
+        self._connection = self._connect()
 
     def _read_or_create_tables(self) -> bytes:
         # One lock for table creation, so that two first openings do not race.
@@ -732,11 +870,8 @@ class PostgresMemoryStore(_EncryptedStore):
         try:
             cursor = self._connection.execute(sql.replace("?", "%s"), params)
             return cursor.fetchall() if cursor.description else []
-        except self._psycopg_error as error:
-            raise MemoryStoreError(
-                f"The PostgreSQL memory store {self.location} failed: {_one_line(error)}. "
-                "Check the server and your permissions on the memorybook tables, then try again."
-            ) from error
+        except self._psycopg.Error as error:
+            raise self._database_error(error) from None
 
     @contextmanager
     def _write_transaction(self, lock_key: bytes) -> Iterator[None]:
@@ -749,11 +884,49 @@ class PostgresMemoryStore(_EncryptedStore):
             with self._connection.transaction():
                 self._run("SELECT pg_advisory_xact_lock(?)", (lock_id,))
                 yield
-        except self._psycopg_error as error:
-            raise MemoryStoreError(
-                f"A write to the PostgreSQL memory store {self.location} failed and was rolled "
-                f"back ({_one_line(error)}); try again."
-            ) from error
+        except self._psycopg.Error as error:  # from the commit or the rollback itself
+            raise self._database_error(error) from None
+
+    def _database_error(self, error: Exception) -> MemoryStoreError:
+        """One sentence for a failed call: what it waited for, what was kept, what to do next."""
+        call, errors = self._current_call, self._psycopg.errors
+        writing = call in _WRITES
+        kept = " Nothing was written." if writing else ""
+        if isinstance(error, errors.LockNotAvailable):
+            return MemoryStoreError(
+                f"{call} waited more than {self.timeout:g} s for a lock that another session "
+                f"holds on the memorybook tables or on this customer's memories in "
+                f"{self.location}, and gave up; nothing was written. Try again once that session "
+                "has finished (a session stuck in a transaction shows in pg_stat_activity)."
+            )
+        if isinstance(error, errors.QueryCanceled):
+            return MemoryStoreError(
+                f"{call} took more than {2 * self.timeout:g} s on the PostgreSQL memory store "
+                f"{self.location} and was cancelled ({self._shown_error(error)}).{kept} The "
+                "server may be overloaded or waiting on another session; try again later."
+            )
+        if self._connection.closed or self._connection.broken:
+            unsure = (
+                " If it was lost while the change was being committed, the change may have been "
+                "made: check with recall() before doing it again." if writing else ""
+            )
+            return MemoryStoreError(
+                f"{call} lost its connection to the PostgreSQL memory store {self.location} "
+                f"({self._shown_error(error)}). This store object connects again at its next "
+                f"call, so try again once the server is back.{unsure}"
+            )
+        return MemoryStoreError(
+            f"The PostgreSQL memory store {self.location} failed during {call} "
+            f"({self._shown_error(error)}).{kept} Check the server and your permissions on the "
+            "memorybook tables."
+        )
+
+    def _shown_error(self, error: Exception) -> str:
+        """The error's text on one line, without the URL's password in any form."""
+        text = _one_line(error)
+        for secret in _passwords_in(self._url):
+            text = text.replace(secret, "***")
+        return text
 
     def _close_connection(self) -> None:
         self._connection.close()
@@ -853,15 +1026,17 @@ def _checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
         )
     if not isinstance(ticket_id, str) or not ticket_id.strip():
         raise ValueError(f"request.ticket.id must be a non-empty string, got {_shown(ticket_id)}")
+    if _nested_deeper_than(memory, MAX_MEMORY_NESTING):
+        raise ValueError(
+            f"The memory of ticket {_shown(ticket_id)} is nested more than {MAX_MEMORY_NESTING} "
+            "levels deep (dicts and lists within each other), or contains itself; a memory may "
+            f"nest at most {MAX_MEMORY_NESTING} levels."
+        )
     try:
         text = json.dumps(memory, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise ValueError(
             f"The memory of ticket {_shown(ticket_id)} is not JSON-serialisable: {error}"
-        ) from None
-    except RecursionError:
-        raise ValueError(
-            f"The memory of ticket {_shown(ticket_id)} is nested too deeply to be stored as JSON."
         ) from None
     if len(text.encode("utf-8")) > MAX_MEMORY_BYTES:
         raise ValueError(
@@ -869,12 +1044,32 @@ def _checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
             f"JSON; a memory may hold at most {MAX_MEMORY_BYTES:,}. Keep what the next request "
             "needs, not whole attachments."
         )
-    if json.dumps(json.loads(text)) != text:  # depth is bounded by the dumps above
+    if json.dumps(json.loads(text)) != text:  # depth is bounded by the check above
         raise ValueError(
             f"The memory of ticket {_shown(ticket_id)} would not come back as the same JSON (are "
             "two keys equal once turned into strings?)."
         )
     return ticket_id, text
+
+
+def _nested_deeper_than(value: object, limit: int) -> bool:
+    """Whether dicts and lists nest more than ``limit`` levels in ``value``, found iteratively.
+
+    A value that contains itself nests without end, so it is deeper than any limit.
+    """
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _repo_root(start: Path) -> Path:
@@ -907,15 +1102,46 @@ def _sqlite_path(url: str) -> Path:
     return Path(path)
 
 
+def _userinfo(url: str) -> tuple[str, str, str]:
+    """(``scheme://``, user info, the rest) of a URL, split at the last @ before any ? or #.
+
+    Found without a URL parser, so that a password holding unencoded @, /, or spaces, which
+    parsers split in other places, is still found whole.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return "", "", url
+    before_query = re.split(r"[?#]", rest, maxsplit=1)[0]
+    user_info, at, _ = before_query.rpartition("@")
+    if not at:
+        return f"{scheme}://", "", rest
+    return f"{scheme}://", user_info, rest[len(user_info) + 1 :]
+
+
+def _passwords_in(url: str) -> list[str]:
+    """The URL's passwords as they may appear in messages: as written and decoded, longest first."""
+    _, user_info, rest = _userinfo(url)
+    found = [user_info.partition(":")[2]] if ":" in user_info else []
+    found += re.findall(r"(?i)(?:^|[?&])password=([^&#]*)", rest.partition("?")[2])
+    forms = {form for secret in found for form in (secret, unquote(secret)) if form}
+    return sorted(forms, key=len, reverse=True)
+
+
+def _password_needs_encoding(url: str) -> bool:
+    _, user_info, _ = _userinfo(url)
+    password = user_info.partition(":")[2]
+    return any(character in password for character in "@/?#") or any(
+        character.isspace() for character in password
+    )
+
+
 def _redacted(url: str) -> str:
     """The URL without its password, fit for error messages."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user_info, _, host = netloc.rpartition("@")
-        netloc = f"{user_info.partition(':')[0]}:***@{host}"
-    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    scheme, user_info, rest = _userinfo(url)
+    if ":" in user_info:
+        user_info = f"{user_info.partition(':')[0]}:***"
+    rest = re.sub(r"(?i)((?:^|[?&])password=)[^&#]*", r"\1***", rest)
+    return f"{scheme}{user_info}@{rest}" if user_info else f"{scheme}{rest}"
 
 
 def _shown(value: object, limit: int = 60) -> str:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from lzstring import LZString
@@ -96,6 +97,28 @@ def small_tmpfs(folder: Path, size: str):
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+def kernels_of(pid: int) -> list[int]:
+    """Processes started with JPY_PARENT_PID=pid: the notebook kernels that process launched."""
+    marker = f"JPY_PARENT_PID={pid}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def wait_until(condition, seconds: float, what: str) -> None:
+    """Poll `condition` until it holds; fail the test after `seconds`."""
+    import pytest
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what} after {seconds} s")
+        time.sleep(0.02)
 
 
 RECORD = [sys.executable, "-m", "tools.record"]  # `make record`, run by this interpreter

@@ -7,6 +7,8 @@ Every run records into a scratch file, never into json_cache/json_cache.json.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memorybook.config import RECORDING_PATH
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
 from memorybook.recording import RecordingError, open_recording
 from tests import helpers
 from tests.helpers import RECORD, REPO_ROOT, record_arguments, run_python
@@ -112,7 +114,9 @@ def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
                             retry_after_ms=50) as server,
           closed_port() as refusing_url):
         base_url = refusing_url if failure == "refused" else server.base_url
-        env = live_env(base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS="0.5")
+        # A hang ends with the whole call's time; the others are over well within theirs.
+        seconds = "0.5" if failure == "hang" else "5"
+        env = live_env(base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS=seconds)
         result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT, env=env,
                                 capture_output=True, text=True, timeout=120)
         attempts = len(server.requests)
@@ -120,9 +124,9 @@ def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
     assert FAILURES[failure] in result.stdout
     assert "Nothing was recorded for this call." in result.stdout
     assert not recording.exists()
-    not_retried = {"unauthorized": 1, "malformed": 1, "garbage": 1, "refused": 0}
+    not_retried = {"unauthorized": 1, "malformed": 1, "garbage": 1, "refused": 0, "hang": 1}
     expected_attempts = not_retried.get(failure, 3)
-    assert attempts == expected_attempts, "the SDK's own retry policy decides the attempts"
+    assert attempts == expected_attempts, "the SDK's retry policy and the call's time decide"
     assert CANARY_KEY not in result.stdout + result.stderr
 
 
@@ -237,17 +241,68 @@ def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
     assert result.returncode == 2 and "CI is set. Nothing was sent." in result.stderr
 
 
-def test_accepting_a_recording_replaces_the_target_and_marks_every_value_measured(tmp_path):
+def accepting(tmp_path: Path, new: dict) -> tuple[int, Path, Path]:
+    """Accept `new` over scratch copies of the committed recording and provenance."""
     from tools.record import accept
 
-    new, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
-    new.write_text(COMMITTED, encoding="utf-8")
-    target.write_text("{}", encoding="utf-8")
-    assert accept(new, target, provenance) == 0
-    assert target.read_text(encoding="utf-8") == COMMITTED
+    path, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
+    path.write_text(json.dumps(new, indent=2), encoding="utf-8")
+    target.write_text(COMMITTED, encoding="utf-8")
+    shutil.copyfile(PROVENANCE_PATH, provenance)
+    return accept(path, target, provenance), target, provenance
+
+
+def test_accepting_a_complete_recording_replaces_the_target_and_keeps_each_values_origin(
+        tmp_path):
+    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED))
+    assert status == 0
+    assert json.loads(target.read_text(encoding="utf-8")) == json.loads(COMMITTED)
     written = json.loads(provenance.read_text(encoding="utf-8"))
     assert written["origin"] == "recorded" and written["model"] == ["jev-1.14.0"]
     assert set(written["entries"]) == set(json.loads(COMMITTED))
+    before = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    for key, entry in written["entries"].items():  # nothing re-measured: every origin kept
+        assert entry["measured"] == [] and entry["filled"] == before[key]["filled"]
+
+
+def test_accepting_marks_measured_exactly_the_values_that_changed(tmp_path):
+    new = json.loads(COMMITTED)
+    provenance_before = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    key = next(key for key, entry in provenance_before.items()
+               if "answers.remember.noul" in entry["filled"] and new[key]["answers"]["remember"]
+               ["noul"] < 0.4)
+    new[key]["answers"]["remember"]["noul"] += 0.01  # still not saved: no other call changes
+    status, _, provenance = accepting(tmp_path, new)
+    assert status == 0
+    written = json.loads(provenance.read_text(encoding="utf-8"))["entries"][key]
+    assert written["measured"] == ["answers.remember.noul"]
+    assert "answers.remember.noul" not in written["filled"]
+    assert written["filled"]["usage.input_tokens"] == "tokens-by-size"  # unchanged: still filled
+
+
+def test_a_recording_lacking_calls_the_notebooks_make_is_not_accepted(tmp_path, capsys):
+    new = json.loads(COMMITTED)
+    calls = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    dropped = [key for key in new if calls[key]["call"].startswith("route T-201")]
+    for key in dropped:
+        del new[key]
+    status, target, provenance = accepting(tmp_path, new)
+    assert status == 1
+    assert target.read_text(encoding="utf-8") == COMMITTED
+    assert provenance.read_bytes() == PROVENANCE_PATH.read_bytes()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("Not accepted:") and "lacks calls the notebooks make" in line
+    assert "about ticket T-201" in line
+
+
+def test_accepting_without_a_new_recording_says_so_in_one_line(tmp_path, capsys):
+    from tools.record import accept
+
+    target, provenance = tmp_path / "rec.json", tmp_path / "prov.json"
+    assert accept(tmp_path / "missing.json", target, provenance) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "no new recording at" in line and "make record" in line
+    assert not target.exists() and not provenance.exists()
 
 
 @pytest.mark.parametrize("arguments, complaint", [
@@ -263,3 +318,93 @@ def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, c
         main(["--output", str(tmp_path / "new.json"), *arguments])
     assert stopped.value.code == 2 and complaint in capsys.readouterr().err
     assert not (tmp_path / "new.json").exists()
+
+
+TIMED_CALL = textwrap.dedent("""
+    import socket
+    import time
+
+    attempts = []
+
+
+    def nothing_leaves_this_machine(sock, address):
+        attempts.append(address)
+        if not str(address[0]).startswith("127."):
+            raise ConnectionRefusedError("the test lets no connection leave this machine")
+        return real_connect(sock, address)
+
+
+    real_connect = socket.socket.connect
+    socket.socket.connect = nothing_leaves_this_machine
+
+    from typesafe_sdk import TypeSafeError
+    from memorybook.live import describe_api_failure
+    from memorybook.routing import ROUTE, ask, later_state
+
+    started = time.monotonic()
+    try:
+        ask(later_state("C-1042", 0), ROUTE)
+    except TypeSafeError as error:
+        print(describe_api_failure(error))
+    print(f"call took {time.monotonic() - started:.2f} s")
+    print(f"connections attempted: {len(attempts)}")
+""")
+
+
+def timed_call(base_url: str, recording: Path, **extra: str) -> tuple[str, float, int]:
+    """One live call through notebook 1's client: what it printed, its seconds, its connections."""
+    result = subprocess.run([sys.executable, "-c", TIMED_CALL], cwd=REPO_ROOT, timeout=120,
+                            env=live_env(base_url, recording, **extra),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert CANARY_KEY not in result.stdout + result.stderr
+    seconds = float(re.search(r"call took ([\d.]+) s", result.stdout).group(1))
+    connections = int(re.search(r"connections attempted: (\d+)", result.stdout).group(1))
+    return result.stdout, seconds, connections
+
+
+@pytest.mark.parametrize("failure, server_options", [
+    pytest.param("trickle", {"trickle_seconds": 0.5}, id="headers, then a byte every 0.5 s"),
+    pytest.param("server_error", {"latency": 0.9}, id="slow failures, each retried"),
+    pytest.param("rate_limit", {"retry_after_ms": 20_000}, id="asked to wait 20 s"),
+])
+def test_a_live_call_ends_within_its_time_retries_and_waits_included(tmp_path, failure,
+                                                                     server_options):
+    seconds = 1
+    with LoopbackSystemOne(RECORDING_PATH, failure=failure, max_seconds=30,
+                           **server_options) as server:
+        printed, took, _ = timed_call(server.base_url, tmp_path / "new.json",
+                                      MEMORYBOOK_TIMEOUT_SECONDS=str(seconds))
+    assert took <= 3 * seconds, printed
+    assert f"no answer from {server.base_url} within {seconds} s" in printed
+    assert "raise MEMORYBOOK_TIMEOUT_SECONDS" in printed
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_make_record_calls_stops_within_its_time_on_a_trickling_endpoint(tmp_path):
+    with LoopbackSystemOne(RECORDING_PATH, failure="trickle", trickle_seconds=0.5,
+                           max_seconds=60) as server:
+        started = time.monotonic()
+        result = record(server.base_url, tmp_path, calls_only=True,
+                        MEMORYBOOK_TIMEOUT_SECONDS="1")
+        took = time.monotonic() - started
+    assert result.returncode == 1
+    assert took < 20, "the run outlived its calls' time"
+    [line] = result.stderr.strip().splitlines()
+    assert f"no answer from {server.base_url} within 1 s" in line
+
+
+@pytest.mark.parametrize("endpoint", ["http://user:pw-9f2c@192.0.2.10:8080", "http://[2001:db8::10]"])
+def test_the_key_never_goes_over_plain_http_to_another_machine(tmp_path, endpoint):
+    printed, _, connections = timed_call(endpoint, tmp_path / "new.json")
+    assert connections == 0, "a connection was attempted"
+    assert "refused to send the API key over plain http to http://" in printed
+    assert "MEMORYBOOK_ALLOW_PLAIN_HTTP=1" in printed
+    assert "pw-9f2c" not in printed
+
+
+def test_plain_http_to_another_machine_is_sent_only_when_allowed(tmp_path):
+    printed, _, connections = timed_call("http://192.0.2.10:8080", tmp_path / "new.json",
+                                         MEMORYBOOK_ALLOW_PLAIN_HTTP="1")
+    assert connections >= 1
+    assert "could not connect to http://192.0.2.10:8080" in printed

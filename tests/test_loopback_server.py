@@ -316,6 +316,26 @@ def test_latency_delays_each_answer(recording: Path) -> None:
         assert 0.2 <= time.monotonic() - started < 1.0
 
 
+def test_trickle_sends_the_head_at_once_and_the_body_a_byte_at_a_time(recording: Path) -> None:
+    with (
+        LoopbackSystemOne(recording, failure="trickle", trickle_seconds=0.2) as server,
+        httpx2.Client(timeout=5) as http,
+    ):
+        body = json.dumps({"model": MODEL, "state": NOUL_STATE, "questions": NOUL_QUESTIONS})
+        started = time.monotonic()
+        with http.stream("POST", f"{server.base_url}/v1/systemone", content=body,
+                         headers={"Authorization": f"Bearer {KEY}"}) as response:
+            head = time.monotonic() - started
+            arrivals = []
+            for chunk in response.iter_raw():
+                arrivals.append((chunk, time.monotonic() - started))
+                if len(arrivals) == 3:
+                    break
+    assert response.status_code == 200 and head < 0.15
+    assert [len(chunk) for chunk, _ in arrivals] == [1, 1, 1]
+    assert arrivals[2][1] - arrivals[0][1] >= 2 * 0.2 * 0.8
+
+
 def test_unknown_failure_kind_is_rejected() -> None:
     with pytest.raises(ValueError, match="failure must be one of"):
         LoopbackSystemOne({}, failure="flaky")

@@ -144,10 +144,36 @@ def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path):
         ["T-1", "T-2"]
 
 
+def test_a_memory_the_store_refuses_costs_no_saved_memory(server, tmp_path):
+    out = run_live(server, tmp_path, f"""
+        from memorybook.store import MAX_MEMORY_BYTES, open_store
+        with open_store("sqlite:///{tmp_path / 'store' / 'm.db'}") as store:
+            store.save("C-1042", memory_like(0, "T-1", "old fact SYNTHETIC-YES:supersedes"))
+            too_large = memory_like(4, "T-3", "x" * MAX_MEMORY_BYTES)
+            try:
+                save_replacing(store, "C-1042", too_large)
+            except ValueError as error:
+                refused = str(error)
+            kept_after_refusal = [ticket_id(m) for m in store.recall("C-1042")]
+            same_ticket = save_replacing(store, "C-1042", memory_like(4, "T-1", "the new fact"))
+            print(json.dumps({{
+                "refused": refused, "kept_after_refusal": kept_after_refusal,
+                "same_ticket_forgotten": [m["request"]["ticket"]["messages"][0]["text"]
+                                          for m in same_ticket],
+                "same_ticket_kept": [m["request"]["ticket"]["messages"][0]["text"]
+                                     for m in store.recall("C-1042")],
+            }}))
+    """)
+    assert "a memory may hold at most" in out["refused"]
+    assert out["kept_after_refusal"] == ["T-1"]
+    assert out["same_ticket_forgotten"] == ["old fact SYNTHETIC-YES:supersedes"]
+    assert out["same_ticket_kept"] == ["the new fact"]
+
+
 def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path):
     out = run_live(server, tmp_path, """
         memorybook.memory.MEMORIES = InMemoryMemories()
-        def reply(response):
+        def reply(response, memories_sent):
             return f"Routed to {response.answers['team'].choice} SYNTHETIC-YES:remember"
 
         ask_remembering_replies(later_state("C-1042", 0), ROUTE, reply=reply)
@@ -160,6 +186,22 @@ def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path):
     assert gate["state"]["request"]["ticket"]["messages"][-1] == reply
     assert routing["state"]["ticket"]["messages"][-1]["from"] == "customer"  # reply after routing
     assert out["saved"] == [gate["state"]["request"]["ticket"]["messages"]]
+
+
+def test_the_apps_reply_names_the_team_only_when_no_memory_could_have_chosen_it():
+    from typesafe_sdk import SystemOneResponse
+
+    from memorybook.next_steps import routing_reply
+    from memorybook.routing import EARLIER
+
+    routed = SystemOneResponse.model_validate({
+        "model": TYPESAFE_MODEL, "usage": {},
+        "answers": {"team": {"type": "choice", "choice": "selfhosted_windows", "confidence": 0.9,
+                             "probabilities": {"selfhosted_windows": 0.92, "general": 0.08}}}})
+    assert "Self-hosted team, Windows" in routing_reply(routed, [])
+    a_memory = {"request": EARLIER[0], "jev_answered": {}}
+    assert "Windows" not in routing_reply(routed, [a_memory])
+    assert "team" in routing_reply(routed, [a_memory])
 
 
 def test_the_threshold_follows_the_stated_costs_and_is_checked_on_held_out_pairs():
@@ -198,7 +240,10 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
                     for r in relevance_requests(later_state("C-1042", i), c1042)]
         expected += supersede_requests(c1042[1], c1042[:1])
         memorybook.memory.MEMORIES = InMemoryMemories()
-        expected += [gate_request_with_reply(s, ROUTE, ask_with_memory(s, ROUTE)) for s in EARLIER]
+        for state in EARLIER:
+            sent = memorybook.memory.MEMORIES.recall(state["customer"]["id"])
+            response = ask_with_memory(state, ROUTE)
+            expected.append(gate_request_with_reply(state, ROUTE, response, sent))
     finally:
         memorybook.memory.MEMORIES = kept
     links = [url for text in markdown_outputs(notebook("08")) for _, url in LINK.findall(text)]

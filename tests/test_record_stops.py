@@ -24,7 +24,15 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import RECORDING_PATH
-from tests.helpers import NOTEBOOKS, RECORD, REPO_ROOT, live_env, record_arguments
+from tests.helpers import (
+    NOTEBOOKS,
+    RECORD,
+    REPO_ROOT,
+    kernels_of,
+    live_env,
+    record_arguments,
+    wait_until,
+)
 from tests.helpers import small_tmpfs as mounted_tmpfs
 from tools.loopback_server import LoopbackSystemOne
 
@@ -76,25 +84,6 @@ def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: boo
         for pid in kernels_of(process.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def kernels_of(pid: int) -> list[int]:
-    """Processes started with JPY_PARENT_PID=pid: the notebook kernels that process launched."""
-    marker = f"JPY_PARENT_PID={pid}".encode()
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-    return found
-
-
-def wait_until(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what} after {seconds} s")
-        time.sleep(0.02)
 
 
 def entries(path: Path) -> dict:

@@ -13,6 +13,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -301,3 +302,49 @@ def test_a_live_answer_that_fails_the_checks_is_not_recorded(tmp_path):
     with pytest.raises(RecordingError, match="answers.remember.noul"):
         _system_one("jev-1.14.0", json.dumps(STATE), json.dumps(GATE))
     assert not path.exists()
+
+
+# -- smaller faults, second round (issue 18) -----------------------------------------------
+
+
+def test_a_recording_holding_one_key_twice_with_different_answers_is_refused(tmp_path):
+    key = "_system_one|jev-1.14.0|a|b"
+    first = json.dumps(GOOD["gate"])
+    second = json.dumps({**GOOD["gate"], "answers": {"remember": {"type": "noul", "noul": 0.9}}})
+    path = tmp_path / "json_cache.json"
+    path.write_text(f'{{"{key}": {first}, "{key}": {second}}}', encoding="utf-8")
+    with pytest.raises(RecordingError, match="twice") as raised:
+        read_recording(path)
+    assert repr(key) in str(raised.value)
+    path.write_text(f'{{"{key}": {first}, "{key}": {first}}}', encoding="utf-8")
+    assert read_recording(path) == {key: GOOD["gate"]}  # the same answer twice is no conflict
+
+
+@pytest.mark.parametrize("name", ["next_steps.json", "json_cache.new.json"])
+def test_git_checkout_is_never_suggested_for_a_file_git_does_not_track(name):
+    assert restore_hint(RECORDING_PATH.with_name(name)) == ""
+    assert "git checkout -- json_cache/provenance.json" in restore_hint(
+        RECORDING_PATH.with_name("provenance.json"))
+
+
+def test_a_blank_api_key_is_no_key():
+    result = run_python("""
+        from memorybook.routing import ROUTE, ask, later_state
+        print(ask(later_state("C-1042", 0), ROUTE).answers["team"].choice)
+    """, TYPESAFE_API_KEY="  ")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "cloud_ops" and result.stderr == ""
+
+
+def test_a_recording_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "json_cache.json"
+    os.mkfifo(fifo)
+    code = "from memorybook.recording import open_recording; open_recording()"
+    try:
+        result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, timeout=20,
+                                capture_output=True, text=True,
+                                env={**os.environ, "MEMORYBOOK_RECORDING": str(fifo)})
+    except subprocess.TimeoutExpired:
+        pytest.fail("opening a FIFO as the recording hung")
+    assert result.returncode != 0
+    assert f"The recording {fifo} is not a regular file" in result.stderr

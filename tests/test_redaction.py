@@ -7,15 +7,21 @@ searched for the key.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
+import re
 import subprocess
 import sys
 import textwrap
+import urllib.parse
 from pathlib import Path
 
 import pytest
+from typesafe_sdk import TypeSafeAPIConnectionError
 
 from memorybook.config import RECORDING_PATH
-from memorybook.live import redact
+from memorybook.live import describe_api_failure, redact
 from memorybook.recording import RecordingError
 from tests import helpers
 from tests.helpers import RECORD, REPO_ROOT, record_arguments
@@ -117,3 +123,48 @@ def test_a_notebook_saved_after_an_echoing_failure_holds_no_key(tmp_path):
     assert "Live call failed: the API refused the request (HTTP 400)" in text
     assert "[redacted]" in text
     assert CANARY_KEY not in text and CANARY_KEY not in result.stdout + result.stderr
+
+
+KEY_WITH_SLASHES = "sk-live/Qm+9xYz0123/456789ab"
+
+
+def base64_runs_decode_to(text: str, secret: str) -> bool:
+    """Whether any run of base64 in `text`, read at any alignment, decodes to bytes holding it."""
+    for run in re.findall(r"[A-Za-z0-9+/_=-]{8,}", text):
+        for alphabet in (run, run.replace("-", "+").replace("_", "/")):
+            for start in range(4):
+                chunk = alphabet[start:].rstrip("=")
+                chunk = chunk[: len(chunk) // 4 * 4]
+                with contextlib.suppress(ValueError):
+                    if secret.encode() in base64.b64decode(chunk, validate=True):
+                        return True
+    return False
+
+
+@pytest.mark.parametrize("echo", [
+    pytest.param(lambda key: urllib.parse.quote(key, safe=""), id="URL-encoded"),
+    pytest.param(lambda key: urllib.parse.quote_plus(key), id="form-encoded"),
+    pytest.param(lambda key: json.dumps({"key": key}).replace("/", "\\/"), id="slashes escaped"),
+    *(pytest.param(lambda key, prefix=prefix: base64.b64encode(f"{prefix}{key}!".encode()).decode(),
+                   id=f"base64 at offset {len(prefix)}") for prefix in ("", "a", "ab", "abc")),
+    pytest.param(lambda key: base64.urlsafe_b64encode(key.encode()).decode(), id="URL-safe base64"),
+])
+def test_redact_finds_the_key_however_an_endpoint_echoes_it(monkeypatch, echo):
+    monkeypatch.setenv("TYPESAFE_API_KEY", KEY_WITH_SLASHES)
+    echoed = echo(KEY_WITH_SLASHES)
+    shown = redact(f"the endpoint said: {echoed} (end)")
+    assert "[redacted]" in shown
+    assert echoed not in shown
+    assert not base64_runs_decode_to(shown, KEY_WITH_SLASHES)
+    assert urllib.parse.unquote_plus(shown.replace("\\/", "/")).count(KEY_WITH_SLASHES) == 0
+
+
+@pytest.mark.parametrize("endpoint", [
+    "https://user:hunter2-endpoint@api.example.test/v1",
+    "http://admin:p%40ss-hunter2@127.0.0.1:8080",
+])
+def test_an_endpoints_password_never_shows_in_a_message(monkeypatch, endpoint):
+    monkeypatch.setenv("TYPESAFE_ENDPOINT", endpoint)
+    message = describe_api_failure(TypeSafeAPIConnectionError("Connection error: refused"))
+    assert "hunter2" not in message
+    assert "could not connect to" in message and ":[redacted]@" in message

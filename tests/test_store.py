@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import os
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -86,9 +87,15 @@ class Backend:
     key: str
 
     def open(
-        self, *, key: str | bytes | None = None, max_memories: int = MAX_MEMORIES_PER_CUSTOMER
+        self,
+        *,
+        key: str | bytes | None = None,
+        max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+        **options: float,
     ) -> MemoryStore:
-        return self.store_class(self.location, key=key or self.key, max_memories=max_memories)
+        return self.store_class(
+            self.location, key=key or self.key, max_memories=max_memories, **options
+        )
 
     def raw_bytes(self) -> bytes:
         """Everything the database holds, as raw bytes (files, or every table row)."""
@@ -693,7 +700,7 @@ def test_a_damaged_memory_is_named_and_can_be_forgotten(backend: Backend) -> Non
             store.recall("C-1042")
         assert "forget_customer" in str(raised.value) and "'C-1042'" in str(raised.value)
         assert store.forget("C-1042", "T-2") == []  # unreadable: deleted, reported as a notice
-        assert "1 damaged memory row(s) of customer 'C-1042'" in store.notices[-1]
+        assert "1 unreadable memory row(s) of customer 'C-1042'" in store.notices[-1]
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
 
 
@@ -704,7 +711,7 @@ def test_a_damaged_memory_does_not_block_saving_at_the_cap(backend: Backend) -> 
     damage_row(backend, 1)
     with backend.open(max_memories=2) as store:
         assert store.save("C-1042", make_memory("C-1042", "T-3")) == []  # T-1 evicted, unreadable
-        assert "Evicted 1 damaged memory row(s)" in store.notices[-1]
+        assert "Evicted 1 unreadable memory row(s)" in store.notices[-1]
         assert ticket_ids(store.recall("C-1042")) == ["T-2", "T-3"]
 
 
@@ -720,7 +727,7 @@ def test_forget_customer_erases_every_memory_and_returns_the_readable_ones(
         erased = store.forget_customer("C-1042")
         assert ticket_ids(erased) == ["T-1", "T-2", "T-1"]  # oldest first, damaged one left out
         assert erased[0] == make_memory("C-1042", "T-1")
-        assert "Erased 1 damaged memory row(s)" in store.notices[-1]
+        assert "Erased 1 unreadable memory row(s)" in store.notices[-1]
         assert store.recall("C-1042") == []
         assert store.forget_customer("C-1042") == []
         assert ticket_ids(store.recall("C-2210")) == ["T-9"]  # other customers untouched
@@ -762,7 +769,7 @@ def nested(depth: int) -> dict:
 def test_a_deeply_nested_memory_is_a_value_error(store: MemoryStore) -> None:
     memory = make_memory("C-1042", "T-1")
     memory["jev_answered"]["deep"] = nested(100_000)
-    with pytest.raises(ValueError, match="nested too deeply"):
+    with pytest.raises(ValueError, match="nested more than 100 levels"):
         store.save("C-1042", memory)
 
 
@@ -858,3 +865,289 @@ def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(
     assert failures == [], f"{len(failures)} of {processes * rounds} openings failed"
     keys = {(tmp_path / f"round-{n}.sqlite3.key").read_bytes() for n in range(rounds)}
     assert len(keys) == rounds  # one key per store, shared by every opener
+
+
+# -- faults, second round: erasure at any depth, time limits, reconnects, key files (issue 18) --
+
+
+def at_stack_depth(frames: int, call):
+    """`call()` made from `frames` frames deeper than here, as from inside a kernel or framework."""
+    if frames == 0:
+        return call()
+    return at_stack_depth(frames - 1, call)
+
+
+def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
+    """Save memories nested 1..deepest levels; each accepted one must recall, evict and forget.
+
+    The store caps the customer at one memory, so each save evicts the memory accepted before,
+    unless that one was forgotten (every tenth). Returns the depths that were accepted.
+    """
+    accepted: list[int] = []
+    previous = None
+    for depth in range(1, deepest + 1):
+        memory = make_memory("C-1042", f"T-{depth}")
+        memory["jev_answered"]["deep"] = nested(depth)
+        try:
+            evicted = store.save("C-1042", memory)
+        except ValueError as error:
+            assert "nested" in str(error), error
+            continue
+        accepted.append(depth)
+        assert evicted == ([] if previous is None else [previous])
+        assert store.recall("C-1042") == [memory]
+        if depth % 10 == 0:
+            assert store.forget("C-1042", f"T-{depth}") == [memory]
+            previous = None
+        else:
+            previous = memory
+    assert store.forget_customer("C-1042") == ([] if previous is None else [previous])
+    return accepted
+
+
+def test_every_nesting_depth_is_refused_or_fully_usable_whatever_the_callers_stack(
+    backend: Backend,
+) -> None:
+    with backend.open(max_memories=1) as store:
+        shallow = sweep_nesting_depths(store, 2000)
+        deep = at_stack_depth(600, lambda: sweep_nesting_depths(store, 2000))
+    assert shallow == deep == list(range(1, len(shallow) + 1)), "accepted depths must not vary"
+    assert len(shallow) >= 20, "ordinary memories must still be accepted"
+
+
+@pytest.mark.parametrize("erase", ["forget", "forget_customer", "eviction"])
+def test_a_memory_too_deep_to_read_is_named_by_recall_and_erased_all_the_same(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, erase: str
+) -> None:
+    deep = make_memory("C-1042", "T-deep")
+    deep["jev_answered"]["deep"] = nested(1500)  # deeper than Python can decode at its usual limit
+    with backend.open(max_memories=2) as store:
+        with monkeypatch.context() as saved_before_the_limit:
+            saved_before_the_limit.setattr(
+                "memorybook.store.MAX_MEMORY_NESTING", 100_000, raising=False
+            )
+            limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(10_000)
+            try:
+                store.save("C-1042", deep)
+            finally:
+                sys.setrecursionlimit(limit)
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        with pytest.raises(MemoryStoreError, match="Memory number 1 of 2 .oldest first.") as raised:
+            store.recall("C-1042")
+        assert "forget_customer" in str(raised.value)
+        if erase == "forget":
+            assert store.forget("C-1042", "T-deep") == []
+            assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+        elif erase == "forget_customer":
+            assert ticket_ids(store.forget_customer("C-1042")) == ["T-1"]
+            assert store.recall("C-1042") == []
+        else:
+            assert store.save("C-1042", make_memory("C-1042", "T-2")) == []
+            assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-2"]
+        assert "1 unreadable memory row(s)" in store.notices[-1]
+
+
+LOCK_WAIT_SECONDS = 0.5  # the store's time limit in these tests (the default is far longer)
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(backend: Backend, how: str) -> Iterator[None]:
+    """Another session holds a lock the store needs to write for customer C-1042.
+
+    "tables": every memorybook table is locked; "customer": another writer for the same customer
+    is stuck inside its transaction; "stopped": the tables' lock holder's server process is
+    stopped with SIGSTOP (PostgreSQL only).
+    """
+    if how == "customer":
+        with backend.open() as other:
+            customer = other._keys.customer_digest("C-1042")
+            with other._write_transaction(customer):
+                yield
+        return
+    if backend.name == "sqlite":
+        holder = sqlite3.connect(backend.location, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            yield
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        return
+    import psycopg
+
+    with psycopg.connect(backend.url) as holder:
+        holder.execute("LOCK TABLE memorybook_memories IN ACCESS EXCLUSIVE MODE")
+        if how != "stopped":
+            yield
+            return
+        [(pid,)] = holder.execute("SELECT pg_backend_pid()").fetchall()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+
+def in_thread(call) -> tuple[threading.Thread, list]:
+    """Start `call()` in a thread; the list gets its result or its error, and how long it took."""
+    outcome: list = []
+
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            result: object = call()
+        except Exception as error:  # noqa: BLE001 - handed to the test
+            result = error
+        outcome.append((result, time.monotonic() - started))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+@pytest.mark.parametrize("how", ["tables", "customer", "stopped"])
+def test_a_save_blocked_by_a_lock_ends_with_a_clear_error_and_writes_nothing(
+    backend: Backend, how: str
+) -> None:
+    if how == "stopped" and backend.name != "postgresql":
+        pytest.skip("a server process to stop exists only on PostgreSQL")
+    bound = 6 * LOCK_WAIT_SECONDS
+    with backend.open(timeout=LOCK_WAIT_SECONDS) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        with lock_held_elsewhere(backend, how):
+            saving, saved = in_thread(lambda: store.save("C-1042", make_memory("C-1042", "T-2")))
+            time.sleep(0.05)
+            recalling, recalled = in_thread(lambda: store.recall("C-2210"))  # same store object
+            saving.join(bound)
+            recalling.join(bound)
+            assert saved and recalled, f"still blocked after {bound} s"
+        [(error, seconds)] = saved
+        assert isinstance(error, MemoryStoreError), error
+        assert LOCK_WAIT_SECONDS * 0.9 <= seconds <= bound
+        for words in ("save()", "lock", f"{LOCK_WAIT_SECONDS:g} s", "nothing was written"):
+            assert words in str(error)
+        [(recall_result, _)] = recalled
+        assert recall_result == [] or isinstance(recall_result, MemoryStoreError)
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+        store.save("C-1042", make_memory("C-1042", "T-3"))
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+
+
+def test_open_store_takes_a_time_limit(backend: Backend) -> None:
+    with open_store(backend.url, key=backend.key, timeout=1.5) as store:
+        assert store.timeout == 1.5
+    with open_store(backend.url, key=backend.key) as store:
+        assert store.timeout == (30 if backend.name == "sqlite" else 20)
+
+
+@pytest.mark.parametrize("bad_timeout", [0, -1, float("nan"), float("inf"), "5", True])
+def test_the_time_limit_must_be_a_positive_number_of_seconds(
+    backend: Backend, bad_timeout: object
+) -> None:
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        backend.open(timeout=bad_timeout)  # type: ignore[arg-type]
+
+
+@dataclass
+class OwnPostgres:
+    """A PostgreSQL server of one test's own, to stop and restart (tools/postgres_server.sh)."""
+
+    folder: Path
+
+    def run(self, command: str) -> str:
+        done = subprocess.run(
+            [str(REPO_ROOT / "tools" / "postgres_server.sh"), command, str(self.folder)],
+            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_SECONDS,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[OwnPostgres]:
+    postgres_url_or_skip()  # where the shared server runs, this one can run too
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="memorybook-own-pg-"))
+    folder.chmod(0o755)  # the postgres user must reach the cluster inside when we are root
+    server = OwnPostgres(folder / "postgres")
+    try:
+        yield server
+    finally:
+        server.run("stop")
+        shutil.rmtree(folder)
+
+
+def test_a_postgres_store_works_again_after_its_server_restarts(own_postgres: OwnPostgres) -> None:
+    url = own_postgres.run("start")
+    with PostgresMemoryStore(url, key=new_key()) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        own_postgres.run("stop")
+        with pytest.raises(MemoryStoreError) as raised:
+            store.save("C-1042", make_memory("C-1042", "T-2"))
+        assert "next call" in str(raised.value), "it must say that a later call reconnects"
+        assert own_postgres.run("start") == url, "the server came back where it was"
+        store.save("C-1042", make_memory("C-1042", "T-3"))
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+        own_postgres.run("restart")
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+        store.save("C-1042", make_memory("C-1042", "T-4"))
+        assert ticket_ids(store.forget_customer("C-1042")) == ["T-1", "T-3", "T-4"]
+
+
+@pytest.mark.parametrize(
+    "url, secret_parts",
+    [
+        ("postgresql://memorybook:xq7@zv9 kw3@127.0.0.1:1/memorybook", ["xq7", "zv9", "kw3"]),
+        ("postgresql://memorybook:tt4/uu5@127.0.0.1:1/memorybook", ["tt4", "uu5"]),
+        ("postgresql://memorybook:hunter2zz@127.0.0.1:1/memorybook", ["hunter2zz"]),
+        ("postgresql://127.0.0.1:1/memorybook?password=pw9qq&user=x", ["pw9qq"]),
+        ("mysql://root:hunter2zz@db/memories", ["hunter2zz"]),
+    ],
+)
+def test_no_part_of_a_database_password_shows_in_an_error(
+    url: str, secret_parts: list[str]
+) -> None:
+    with pytest.raises(MemoryStoreError) as raised:
+        open_store(url, key=new_key())
+    message = str(raised.value)
+    for part in secret_parts:
+        assert part not in message, message
+    assert "***" in message
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o666])
+def test_a_key_file_others_can_read_or_write_is_refused_until_made_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    key_path = path.with_name(path.name + ".key")
+    key_path.chmod(mode)
+    with pytest.raises(MemoryStoreKeyError) as raised:
+        SQLiteMemoryStore(path)
+    assert f"chmod 600 {key_path}" in str(raised.value)
+    assert f"{mode:04o}" in str(raised.value)
+    key_path.chmod(0o600)
+    with SQLiteMemoryStore(path) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+
+
+def test_a_key_file_planted_by_another_user_beside_a_new_store_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    planted = path.with_name(path.name + ".key")
+    planted.write_text(new_key() + "\n")
+    planted.chmod(0o600)
+    os.chown(planted, 65534, 65534)  # nobody
+    with pytest.raises(MemoryStoreKeyError, match="owned by another user") as raised:
+        SQLiteMemoryStore(path)
+    assert str(planted) in str(raised.value)

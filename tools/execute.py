@@ -7,14 +7,28 @@ The kernels never see TYPESAFE_API_KEY: stored outputs come from the recording (
 the live path). Outputs are stored without timings, and the notebook metadata is reduced to what
 does not depend on the machine, so a re-run on another machine leaves `git diff` empty. At the end
 it prints the headline results the notebooks produced.
+
+A notebook is written only once it has run to its end, all at once (through a temporary file
+beside it): a full disk, a read-only folder or Ctrl-C leave every notebook as it was, and say so
+in one line.
 """
 
+# ruff: noqa: E402 - the Ctrl-C handler below is installed before the slow imports
+
 from __future__ import annotations
+
+from tools.stopping import one_line_while_starting
+
+if __name__ == "__main__":
+    one_line_while_starting("make run stopped: interrupted (Ctrl-C) while starting; no notebook "
+                            "was changed.")
 
 import argparse
 import asyncio
 import os
+import signal
 import sys
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -23,7 +37,10 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from memorybook.config import shown_path
 from memorybook.kernels import use_unix_socket_kernels
+from memorybook.recording import write_text_atomically
+from tools.stopping import in_background, stop_kernels, wait_for_all
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -91,17 +108,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: all, in reading order")
     args = parser.parse_args(argv)
     os.environ.pop("TYPESAFE_API_KEY", None)  # the stored outputs always come from the recording
-    headlines = []
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    headlines, written = [], 0
     for path in args.notebooks or notebook_paths():
         path = path.resolve()
         try:
-            notebook = execute(path)
+            [notebook] = wait_for_all([in_background(execute, path)])
+            text = nbformat.writes(notebook)
+            write_text_atomically(path, text if text.endswith("\n") else text + "\n")
+        except KeyboardInterrupt:
+            stop_kernels()
+            print(f"make run stopped: interrupted (Ctrl-C) while running {shown_path(path)}, "
+                  f"which is unchanged; {written} notebook(s) before it were written.",
+                  file=sys.stderr)
+            return 130
         except CellExecutionError as error:
-            print(f"{path.relative_to(REPO_ROOT)} stopped with an error:\n{error}", file=sys.stderr)
+            print(f"{shown_path(path)} stopped with an error:\n{error}", file=sys.stderr)
             return 1
-        nbformat.write(notebook, path)
+        except OSError as error:
+            print(f"Could not write {shown_path(path)}: {error.strerror or error}. It is "
+                  "unchanged, as are the notebooks not yet run; free space or fix the folder's "
+                  "permissions, then run `make run` again.", file=sys.stderr)
+            return 1
+        written += 1
         cells = sum(cell.cell_type == "code" for cell in notebook.cells)
-        print(f"ran {path.relative_to(REPO_ROOT)}: {cells} code cells")
+        print(f"ran {shown_path(path)}: {cells} code cells")
         headlines += [line.strip() for line in stdout_lines(notebook)
                       if line.strip().startswith(HEADLINES)]
     if headlines:
@@ -110,4 +142,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if code == 130:
+        # After Ctrl-C, the notebook's thread and nbclient's exit handlers would hold the process
+        # on a kernel that is already gone.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

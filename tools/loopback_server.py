@@ -7,6 +7,8 @@ SDK's own request encoding, response parsing, error mapping and retries. Nothing
         client = TypeSafeClient(api_key="test-key", base_url=server.base_url, compression=False)
 
 A request whose recording key is missing answers 404 naming the key: a test stand-in must be loud.
+With ``failure="trickle"`` the answer's status and headers come at once and its body one byte every
+``trickle_seconds``, as from an endpoint that is stuck but never silent.
 With ``echo_headers=True`` every error answer (4xx and 5xx) repeats the request's headers, the
 ``Authorization`` header included, in its message and details, as a misconfigured proxy does:
 the tests use it to check that no key reaches a message.
@@ -42,10 +44,14 @@ logger = logging.getLogger(__name__)
 
 FAILURES = (
     "unauthorized", "rate_limit", "server_error", "hang", "malformed", "garbage", "bad_request",
-    "unprocessable",
+    "unprocessable", "trickle",
 )
 Reply = tuple[int, dict[str, str], bytes]
 HANG_SECONDS = 5.0  # a "hang" holds the request at least this long (or until the server stops)
+
+
+class _Trickled(bytes):
+    """A body the handler sends one byte at a time, ``trickle_seconds`` apart."""
 
 
 def recording_key(model: str, state: object, questions: object) -> str:
@@ -81,6 +87,7 @@ class LoopbackSystemOne:
         max_seconds: float = 600.0,
         answer_with: Callable[[dict], dict] | None = None,
         echo_headers: bool = False,
+        trickle_seconds: float = 1.0,
     ) -> None:
         if failure is not None and failure not in FAILURES:
             raise ValueError(f"failure must be one of {FAILURES}, not {failure!r}")
@@ -94,6 +101,7 @@ class LoopbackSystemOne:
         # it for answers that are synthetic by construction and never Jev's.
         self.answer_with = answer_with
         self.echo_headers = echo_headers
+        self.trickle_seconds = trickle_seconds
         self.base_url = ""
         self.requests: list[dict] = []
         self._hits = self._misses = 0
@@ -169,8 +177,14 @@ class LoopbackSystemOne:
         self._stopped.wait(self.latency)
         if problem is not None:
             return problem
+        if failing and self.failure == "trickle":
+            status, reply_headers, content = self._served(method, path, headers, body)
+            return status, reply_headers, _Trickled(content)
         if failing:
             return self._fail(path)
+        return self._served(method, path, headers, body)
+
+    def _served(self, method, path, headers, body) -> Reply:
         if not headers.get("authorization", "").startswith("Bearer "):
             return _error(401, "unauthorized", "missing Bearer API key")
         if (method, path) == ("GET", "/v1/models"):
@@ -286,12 +300,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, reply_headers, content = reply
+        owner = self.server.owner  # type: ignore[attr-defined]
         try:
             self.send_response(status)
             for name, value in {**reply_headers, "Content-Length": str(len(content))}.items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(content)
+            if not isinstance(content, _Trickled):
+                self.wfile.write(content)
+                return
+            for index in range(len(content)):
+                self.wfile.write(content[index : index + 1])
+                self.wfile.flush()
+                if owner._stopped.wait(owner.trickle_seconds):
+                    break
+            self.close_connection = True
         except OSError:  # the client gave up (e.g. timed out) first
             self.close_connection = True
 
@@ -310,6 +333,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-override", help="answer with this model id")
     parser.add_argument("--max-requests", type=int, default=1000)
     parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--trickle-seconds", type=float, default=1.0,
+                        help="with --failure trickle: seconds between the body's bytes")
     parser.add_argument("--echo-headers", action="store_true",
                         help="repeat the request's headers in every error answer")
     args = vars(parser.parse_args(argv))

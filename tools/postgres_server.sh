@@ -3,13 +3,15 @@
 #
 #   tools/postgres_server.sh start DIR   # prints postgresql://postgres@127.0.0.1:PORT/memorybook_test
 #   tools/postgres_server.sh stop DIR
+#   tools/postgres_server.sh restart DIR   # a fast shutdown and start, as an operator's restart
 #
 # `start` creates a cluster in DIR/data on first use (trust auth, loopback only,
 # no Unix socket, fsync off: it is for tests, never for real data), starts it on
 # a free port, creates the database and prints its URL -- the only thing written
 # to stdout. Starting a running server just prints its URL again; stopping a
-# stopped one does nothing; a restarted server may get a new port. Logs go to
-# DIR/initdb.log and DIR/server.log.
+# stopped one does nothing; a server started again gets its previous port back
+# while that port is free (another one otherwise). Logs go to DIR/initdb.log and
+# DIR/server.log.
 #
 # Works as root (the cluster is then owned by the `postgres` user, because
 # PostgreSQL refuses to run as root) and as an ordinary user.
@@ -82,7 +84,7 @@ EOF
     local attempt port
     for attempt in 1 2 3; do
         is_running && break
-        port=$(free_port)
+        if [[ $attempt -eq 1 && -f "$DIR/port" ]]; then port=$(cat "$DIR/port"); else port=$(free_port); fi
         if as_owner "$BINDIR/pg_ctl" start -D "$DATA" -l "$LOG" -w -t 60 -o "-p $port" >/dev/null; then
             break
         fi
@@ -90,6 +92,7 @@ EOF
             || die "the server did not start; see $LOG"
     done
     port=$(running_port)
+    echo "$port" >"$DIR/port"
     if ! as_owner "$BINDIR/psql" -h 127.0.0.1 -p "$port" -U "$SUPERUSER" -d postgres -tAq \
         -c "SELECT 1 FROM pg_database WHERE datname = '$DATABASE'" | grep -q 1; then
         as_owner "$BINDIR/createdb" -h 127.0.0.1 -p "$port" -U "$SUPERUSER" "$DATABASE" \
@@ -105,7 +108,13 @@ stop() {
     fi
 }
 
-[[ $# -eq 2 ]] || die "usage: $0 start|stop DIR"
+restart() {
+    is_running || die "no server is running in $DIR"
+    as_owner "$BINDIR/pg_ctl" restart -D "$DATA" -m fast -w -t 60 >/dev/null \
+        || die "the server did not restart; see $LOG"
+}
+
+[[ $# -eq 2 ]] || die "usage: $0 start|stop|restart DIR"
 COMMAND=$1
 DIR=$(realpath -m "$2")
 DATA="$DIR/data"
@@ -114,5 +123,6 @@ BINDIR=$(find_bindir)
 case "$COMMAND" in
     start) start ;;
     stop) stop ;;
-    *) die "usage: $0 start|stop DIR" ;;
+    restart) restart ;;
+    *) die "usage: $0 start|stop|restart DIR" ;;
 esac

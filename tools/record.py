@@ -22,30 +22,24 @@ recording keeps (every one received before the stop) and how to resume.
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
+from tools.stopping import one_line_while_starting
 
-
-def _interrupted_while_starting(signum, frame) -> None:
-    print("Recording stopped: interrupted (Ctrl-C) while starting; nothing was sent.",
-          file=sys.stderr)
-    os._exit(130)
-
-
-if __name__ == "__main__":  # Ctrl-C while the libraries load: one line, not a traceback
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+if __name__ == "__main__":
+    one_line_while_starting(
+        "Recording stopped: interrupted (Ctrl-C) while starting; nothing was sent.")
 
 import argparse
 import contextlib
 import csv
+import hashlib
 import io
 import json
-import shutil
+import os
+import signal
+import subprocess
+import sys
 import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from concurrent.futures import Future
 from pathlib import Path
 
 from memorybook.config import (
@@ -60,8 +54,17 @@ from memorybook.config import (
     shown_path,
 )
 from memorybook.live import describe_api_failure, redact
-from memorybook.recording import RecordingError, read_recording, stop_writing
+from memorybook.recording import (
+    RecordingError,
+    cache_key,
+    describe_call,
+    leaf_values,
+    read_recording,
+    stop_writing,
+    write_text_atomically,
+)
 from tools.build_recording import FIGURES_PATH
+from tools.stopping import in_background, stop_kernels, wait_for_all
 
 # tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
 # imports take over a second, which a dry run, a calls-only run and a stop need not pay.
@@ -71,45 +74,11 @@ NEW_RECORDING = RECORDING_PATH.with_name("json_cache.new.json")
 # A recording of the official calls does not run them: with a key they would ask new questions.
 OWN_RECORDING = {"08_next_steps.ipynb"}
 RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
-POLL_SECONDS = 0.1  # how often the main thread looks up from waiting (Ctrl-C is seen at once)
-STOP_SECONDS = 1.0  # how long stopped kernels get to exit before they are killed
 _stopped = False  # set once a run was stopped: the process then exits without further clean-up
 
 
 class RecordingStopped(Exception):
     """The run was stopped (a failure elsewhere, or Ctrl-C): no notebook runs on it."""
-
-
-def in_background(function: Callable, *args: object) -> Future:
-    """Run `function(*args)` in a daemon thread; its Future holds the result or the error.
-
-    Daemon threads, not a ThreadPoolExecutor: a pool's threads are joined when the interpreter
-    exits, so one call stuck on a slow endpoint would keep a stopped run alive.
-    """
-    future: Future = Future()
-
-    def run() -> None:
-        try:
-            result = function(*args)
-        except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    name = f"record-{getattr(function, '__name__', 'task')}"
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
-
-
-def wait_for_all(futures: list[Future]) -> list:
-    """Their results, or the first error as soon as one fails; Ctrl-C interrupts the wait."""
-    pending = set(futures)
-    while pending:
-        done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_EXCEPTION)
-        for future in done:
-            if future.exception() is not None:
-                raise future.exception()
-    return [future.result() for future in futures]
 
 
 def start_every_call(customers: list[str] | None = None) -> list[Future]:
@@ -244,46 +213,6 @@ def what_failed(error: BaseException, notebooks_out: Path) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def stop_kernels() -> None:
-    """End the notebook kernels this process started (they run in sessions of their own).
-
-    Kernels are this process's only child processes. They would also exit on their own once
-    this process has gone (ipykernel watches its parent), but not before a second or more.
-    """
-    children = _child_pids()
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_SECONDS
-    while children and time.monotonic() < deadline:
-        children = [pid for pid in children if _alive(pid)]
-        time.sleep(0.05)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _child_pids() -> list[int]:
-    me, children = os.getpid(), []
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
-                children.append(int(entry.name))
-    return children
-
-
-def _alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def dry_run(output: Path) -> int:
     """Replay the calls from the committed recording and list the ones the new one lacks."""
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"memorybook-dry-run-{os.getpid()}.txt"
@@ -342,7 +271,8 @@ def compare(new: dict) -> list[str]:
     """Figure by figure against the published page, then call by call against the committed file."""
     committed = read_recording(RECORDING_PATH)
     provenance = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
-    key_of_row = {tuple(entry["table_row"].values()): key for key, entry in provenance.items()}
+    key_of_row = {tuple(entry["table_row"].values()): key for key, entry in provenance.items()
+                  if "table_row" in entry}
     lines, reproduced, figures = ["Published figures:"], 0, 0
     with FIGURES_PATH.open(encoding="utf-8", newline="") as table:
         for row in csv.DictReader(table):
@@ -373,19 +303,116 @@ def compare(new: dict) -> list[str]:
 
 def accept(new_path: Path, recording: Path = RECORDING_PATH,
            provenance_path: Path = PROVENANCE_PATH) -> int:
-    """Make the new recording the committed one; every value in it is now measured."""
-    new = read_recording(new_path)
-    provenance = {
-        "origin": "recorded",
-        "about": "Recorded live by `python -m tools.record`; every value was measured.",
-        "model": sorted({entry["model"] for entry in new.values()}),
-        "entries": {key: {"call": key, "measured": "all fields"} for key in sorted(new)},
-    }
-    shutil.copyfile(new_path, recording)
-    provenance_path.write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
+    """Make the new recording the committed one, if it answers every call the notebooks make.
+
+    The provenance stays true value by value: a value equal to the one it replaces keeps that
+    one's origin (published, or filled by a rule), since a copy cannot be told from a
+    re-measurement; every other value was measured.
+    """
+    if not new_path.is_file():
+        print(f"Nothing to accept: there is no new recording at {shown_path(new_path)}. Make one "
+              "with `make record`.", file=sys.stderr)
+        return 1
+    try:
+        new = read_recording(new_path)
+    except RecordingError as error:
+        print(f"Not accepted: {error}", file=sys.stderr)
+        return 1
+    replayed = replay_in_a_new_process(new_path)
+    if replayed["unanswered"]:
+        print(f"Not accepted: {shown_path(new_path)} lacks calls the notebooks make: "
+              + "; ".join(replayed["unanswered"])
+              + ". Record them with `make record` (it resumes), then accept again.",
+              file=sys.stderr)
+        return 1
+    committed = read_recording(recording) if recording.exists() else {}
+    provenance = accepted_provenance(new, committed, json.loads(
+        provenance_path.read_text(encoding="utf-8")), replayed["requests"])
+    text = new_path.read_text(encoding="utf-8")
+    provenance["recording_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    write_text_atomically(recording, text)
+    write_text_atomically(provenance_path, json.dumps(provenance, indent=2) + "\n")
     print(f"{shown_path(recording)} now holds the {len(new)} recorded calls. Run "
           "`make run` to refresh the notebooks' outputs, then review `git diff` before committing.")
     return 0
+
+
+def replay_in_a_new_process(path: Path) -> dict:
+    """Replay every call of the collection from `path` in a new process that sends nothing.
+
+    Returns {"unanswered": [one line per call the recording cannot answer], "requests": {cache
+    key: request} of the calls made}. A new process, because the notebooks' modules open the
+    recording they use when they are imported.
+    """
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("TYPESAFE_API_KEY", USAGE_LOG_ENV)}
+    env[RECORDING_ENV] = str(path)
+    done = subprocess.run([sys.executable, "-m", "tools.record", "--replay-check"], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RecordingError(f"Replaying {shown_path(path)} failed: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def replay_check() -> int:
+    """Print, as JSON, which calls the recording in $MEMORYBOOK_RECORDING cannot answer."""
+    from memorybook import routing
+    from memorybook.replay import RecordingMissError
+
+    answered, requests = routing._system_one, {}
+
+    def noting_the_request(model: str, state: str, questions: str) -> dict:
+        requests[cache_key(model, state, questions)] = {
+            "model": model, "state": json.loads(state), "questions": json.loads(questions)}
+        return answered(model, state, questions)
+
+    routing._system_one = noting_the_request
+    unanswered = []
+    for customer in routing.CUSTOMERS:  # one customer's calls do not depend on another's
+        try:
+            run_every_call([customer])
+        except RecordingMissError:  # the first call it lacks (the last one asked); later ones
+            missed = list(requests.values())[-1]  # depend on its answer
+            unanswered.append(describe_call(missed["state"], missed["questions"]))
+        except RecordingError as error:
+            unanswered.append(str(error).splitlines()[0])
+    print(json.dumps({"unanswered": unanswered, "requests": requests}))
+    return 0
+
+
+def accepted_provenance(new: dict, committed: dict, provenance: dict, requests: dict) -> dict:
+    """The provenance of the new recording: per value, measured or the origin it kept."""
+    entries = {}
+    for key in sorted(new):
+        before = provenance["entries"].get(key, {})
+        old_values = dict(leaf_values(committed.get(key, {})))
+        published, filled, measured = {}, {}, []
+        for field, value in leaf_values(new[key]):
+            if field in old_values and old_values[field] == value and field in before.get(
+                    "filled", {}):
+                filled[field] = before["filled"][field]
+            elif field in old_values and old_values[field] == value and field in before.get(
+                    "published", {}):
+                published[field] = before["published"][field]
+            else:
+                measured.append(field)
+        request = before.get("request") or requests.get(key)
+        call = before.get("call") or (describe_call(request["state"], request["questions"])
+                                      if request else key)
+        entries[key] = {"call": call, **({"table_row": before["table_row"]}
+                                         if "table_row" in before else {}),
+                        "measured": measured, "published": published, "filled": filled,
+                        **({"request": request} if request else {})}
+    return {
+        **provenance,
+        "origin": "recorded",
+        "about": "Accepted by `make accept-recording` from a live recording: a value equal to "
+                 "the one it replaced keeps that one's origin (published, or filled by a rule), "
+                 "since a copy cannot be told from a re-measurement; every other value was "
+                 "measured.",
+        "model": sorted({entry["model"] for entry in new.values()}),
+        "entries": entries,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="list what would go live")
     parser.add_argument("--accept", action="store_true", help="replace the committed recording")
+    parser.add_argument("--replay-check", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, default=NEW_RECORDING, help="the new recording")
     parser.add_argument("--notebooks-out", type=Path, default=RECORDED_NOTEBOOKS)
     parser.add_argument("--calls-only", action="store_true",
@@ -401,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="run only these notebooks on the new recording (default: all)")
     args = parser.parse_args(argv)
+    if args.replay_check:
+        return replay_check()
     output = args.output.resolve()
     if output == RECORDING_PATH:
         parser.error("recording over the committed file is what --accept is for")

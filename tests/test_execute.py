@@ -1,0 +1,97 @@
+"""`make run` (tools/execute.py) never damages a notebook: writes are all or nothing.
+
+The writing tests replace the kernel run with an edit of the notebook, so that they exercise the
+write itself on a really full or read-only disk; the Ctrl-C test runs a real kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.helpers import NOTEBOOKS, REPO_ROOT, kernels_of, small_tmpfs, wait_until
+from tools import execute
+
+
+def edited_copy(path: Path) -> nbformat.NotebookNode:
+    """What a run would store: the notebook with a new output, much longer than the file."""
+    notebook = nbformat.read(path, as_version=4)
+    cell = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 200_000)]
+    return notebook
+
+
+def notebooks_in(folder: Path) -> list[Path]:
+    copies = []
+    for source in NOTEBOOKS[:2]:
+        shutil.copy2(source, folder / source.name)
+        copies.append(folder / source.name)
+    return copies
+
+
+def fill(folder: Path) -> None:
+    """Write to a file in `folder` until the disk is full."""
+    with open(folder / "filler", "wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("disk", ["full", "read-only"])
+def test_make_run_on_a_full_or_read_only_disk_leaves_every_notebook_as_it_was(
+    tmp_path, monkeypatch, capsys, disk
+):
+    with small_tmpfs(tmp_path, "256k") as folder:
+        copies = notebooks_in(folder)
+        before = {path: path.read_bytes() for path in copies}
+        if disk == "full":
+            fill(folder)
+        else:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        monkeypatch.setattr(execute, "execute", edited_copy)
+        status = execute.main([str(path) for path in copies])
+        after = {path: path.read_bytes() for path in copies}
+        left_over = sorted(path.name for path in folder.iterdir()
+                           if path not in before and path.name != "filler")
+    assert status == 1
+    assert after == before, "a notebook was changed"
+    assert left_over == [], "temporary files were left behind"
+    [line] = capsys.readouterr().err.strip().splitlines()
+    reason = "No space left on device" if disk == "full" else "Read-only file system"
+    assert f"Could not write {copies[0]}" in line and reason in line
+    assert "unchanged" in line
+
+
+SLEEPY = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(60)")])
+
+
+def test_ctrl_c_during_make_run_prints_one_line_and_changes_nothing(tmp_path):
+    path = tmp_path / "sleepy.ipynb"
+    nbformat.write(SLEEPY, path)
+    before = path.read_bytes()
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
+    run = subprocess.Popen([sys.executable, "-m", "tools.execute", str(path)], cwd=REPO_ROOT,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)  # a terminal's Ctrl-C reaches the whole group
+    try:
+        wait_until(lambda: kernels_of(run.pid), 60, "the notebook's kernel")
+        os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    assert run.returncode == 130, stderr
+    [line] = stderr.strip().splitlines()
+    assert "interrupted (Ctrl-C)" in line and "sleepy.ipynb" in line
+    assert path.read_bytes() == before
+    wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit")

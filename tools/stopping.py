@@ -1,0 +1,103 @@
+"""How the commands stop: Ctrl-C in one line, work in threads the main thread can leave, kernels
+ended.
+
+Imported before the slow imports of a command run as a script, so it must stay light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from pathlib import Path
+
+POLL_SECONDS = 0.1  # how often the main thread looks up from waiting (Ctrl-C is seen at once)
+STOP_SECONDS = 1.0  # how long stopped kernels get to exit before they are killed
+
+
+def one_line_while_starting(message: str, status: int = 130) -> None:
+    """Until the command installs its own handler, Ctrl-C prints `message` and exits at once."""
+
+    def interrupted(signum: int, frame: object) -> None:
+        print(message, file=sys.stderr)
+        os._exit(status)
+
+    signal.signal(signal.SIGINT, interrupted)
+
+
+def in_background(function: Callable, *args: object) -> Future:
+    """Run `function(*args)` in a daemon thread; its Future holds the result or the error.
+
+    Daemon threads, not a ThreadPoolExecutor: a pool's threads are joined when the interpreter
+    exits, so one call stuck on a slow endpoint would keep a stopped run alive. In a thread, a
+    notebook run also leaves Ctrl-C to the main thread (nbclient handles it only there).
+    """
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            result = function(*args)
+        except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    name = f"background-{getattr(function, '__name__', 'task')}"
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
+def wait_for_all(futures: list[Future]) -> list:
+    """Their results, or the first error as soon as one fails; Ctrl-C interrupts the wait."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if future.exception() is not None:
+                raise future.exception()
+    return [future.result() for future in futures]
+
+
+def stop_kernels() -> None:
+    """End the notebook kernels this process started (they run in sessions of their own).
+
+    Kernels are this process's only child processes. They would also exit on their own once
+    this process has gone (ipykernel watches its parent), but not before a second or more.
+    """
+    children = _child_pids()
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    while children and time.monotonic() < deadline:
+        children = [pid for pid in children if _alive(pid)]
+        time.sleep(0.05)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _child_pids() -> list[int]:
+    me, children = os.getpid(), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                children.append(int(entry.name))
+    return children
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
