@@ -3,7 +3,8 @@
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
 __all__ = [
-    "REMEMBER_AT", "MEMORY_KEY", "answer_text", "as_memory", "GATE", "remember_probability", "kept",
+    "REMEMBER_AT", "MEMORY_KEY", "answer_text", "as_memory", "GATE", "remember_probability",
+    "worth_keeping",
 ]
 
 
@@ -65,6 +66,6 @@ def remember_probability(memory: dict) -> float:
     return ask(memory, GATE).answers["remember"].noul
 
 
-def kept(probability: float) -> bool:
+def worth_keeping(probability: float) -> bool:
     """The gate's verdict. REMEMBER_AT is read at every call, so a new value applies at once."""
     return probability >= REMEMBER_AT

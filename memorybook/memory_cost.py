@@ -51,10 +51,10 @@ def wrapped_call_bytes(state: dict, memories: list[dict], gate: tuple[dict, dict
     return request_bytes(routed, ROUTE) + request_bytes(*gate)
 
 def selecting_call_bytes(state: dict, memories: list[dict], gate: tuple[dict, dict],
-                         kept: int = KEPT_WHEN_SELECTING) -> tuple[int, int]:
-    """(relevance requests, the wrapped call with the memories kept): the selecting variant."""
+                         selected: int = KEPT_WHEN_SELECTING) -> tuple[int, int]:
+    """(relevance requests, the wrapped call with the memories selected): the selecting variant."""
     requests = relevance_requests(state, memories)
-    sent = memories[:kept] if requests else memories
+    sent = memories[:selected] if requests else memories
     return sum(request_bytes(*r) for r in requests), wrapped_call_bytes(state, sent, gate)
 
 def calls_to_pay(state: dict, memories: list[dict], gate: tuple[dict, dict]) -> int | None:

@@ -4,14 +4,15 @@ Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
 __all__ = [
     "NEXT_STEPS_RECORDING", "ask_next_step", "playground_link", "requests_markdown", "answers_note",
-    "ticket_id", "RELEVANT", "RELEVANT_AT", "SEND_ALL_UP_TO", "relevance_requests",
-    "relevant_memories", "ask_with_relevant_memory", "SUPERSEDES", "SUPERSEDED_AT",
-    "supersede_requests", "save_replacing", "routing_reply", "with_reply",
-    "gate_request_with_reply", "ask_remembering_replies", "MISLEADING_COST", "MISSING_COST",
-    "errors", "pick_threshold", "held_out_check",
+    "RELEVANT", "RELEVANT_AT", "SEND_ALL_UP_TO", "relevance_requests", "relevant_memories",
+    "ask_with_relevant_memory", "SUPERSEDES", "SUPERSEDED_AT", "supersede_requests",
+    "save_replacing", "routing_reply", "with_reply", "gate_request_with_reply",
+    "ask_remembering_replies", "MISLEADING_COST", "MISSING_COST", "errors", "pick_threshold",
+    "held_out_check",
 ]
 
 
+import json
 import os
 from collections.abc import Callable
 
@@ -19,8 +20,6 @@ from cooksafe import make_playground_link
 from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
 import memorybook.gate
-import memorybook.memory
-from memorybook import routing
 from memorybook.config import (
     ENDPOINT_ENV,
     TYPESAFE_MODEL,
@@ -28,19 +27,27 @@ from memorybook.config import (
     replay_only_reason,
     shown_path,
 )
-from memorybook.gate import GATE, as_memory, kept
-from memorybook.memory import customer_id, state_with_memories
+from memorybook.gate import GATE, as_memory, worth_keeping
+from memorybook.memory import MEMORIES, customer_id, state_with_memories, ticket_id_of
 from memorybook.recording import open_recording
-from memorybook.routing import ROUTE, request_json
+from memorybook.routing import ROUTE, client, request_json
 
 # The next steps' answers go to their own file beside the official recording, never into it.
 NEXT_STEPS_RECORDING = recording_path().with_name("next_steps.json")
-_recorded_next_step = open_recording(NEXT_STEPS_RECORDING)(routing._system_one.__wrapped__)
+
+
+@open_recording(NEXT_STEPS_RECORDING)
+def _system_one(model: str, state: str, questions: str) -> dict:
+    """Notebook 1's call, under its name so that the answers are filed by the same key scheme."""
+    response = client.system_one(
+        state=json.loads(state), questions=json.loads(questions), model=model
+    )
+    return response.model_dump(mode="json")
 
 
 def ask_next_step(state: dict, questions: dict) -> SystemOneResponse:
     """ask(), but recorded into next_steps.json: live with a key, never in the official file."""
-    answer = _recorded_next_step(TYPESAFE_MODEL, *request_json(state, questions))
+    answer = _system_one(TYPESAFE_MODEL, *request_json(state, questions))
     return SystemOneResponse.model_validate(answer)
 
 
@@ -65,10 +72,6 @@ def answers_note() -> str:
     return (f"Jev's answers to these requests are not in the recording, and this kernel asks "
             f"nothing new ({reason}), so none is shown. Open a link to see them in the "
             f"playground, or set TYPESAFE_API_KEY to ask them here.")
-
-
-def ticket_id(memory: dict) -> str:
-    return memory["request"]["ticket"]["id"]
 
 
 RELEVANT = {
@@ -105,14 +108,13 @@ def relevant_memories(state: dict, memories: list[dict],
             if ask(*request).answers["relevant"].noul >= RELEVANT_AT]
 
 
-def ask_with_relevant_memory(state: dict, questions: dict,
-                             ask: Callable = ask_next_step) -> SystemOneResponse:
+def ask_with_relevant_memory(state: dict, questions: dict, ask: Callable = ask_next_step,
+                             memories=MEMORIES) -> SystemOneResponse:
     """ask_with_memory(), sending only the saved memories relevant to this ticket."""
-    memories = memorybook.memory.MEMORIES
     saved = relevant_memories(state, memories.recall(customer_id(state)), ask)
     response = ask(state_with_memories(state, saved), questions)
     memory = as_memory(state, questions, response)
-    if kept(ask(memory, GATE).answers["remember"].noul):
+    if worth_keeping(ask(memory, GATE).answers["remember"].noul):
         memories.save(customer_id(state), memory)
     return response
 
@@ -149,12 +151,12 @@ def save_replacing(store, customer: str, memory: dict,
     saved = store.recall(customer)
     requests = supersede_requests(memory, saved)
     replaced = dict.fromkeys(
-        ticket_id(old) for old, request in zip(saved, requests, strict=True)
+        ticket_id_of(old) for old, request in zip(saved, requests, strict=True)
         if ask(*request).answers["supersedes"].noul >= SUPERSEDED_AT
     )
     store.save(customer, memory)
     forgotten = [old for ticket in replaced for old in store.forget(customer, ticket)]
-    if ticket_id(memory) in replaced:  # forget() took the new memory too: same ticket id
+    if ticket_id_of(memory) in replaced:  # forget() took the new memory too: same ticket id
         forgotten.remove(memory)
         store.save(customer, memory)
     return forgotten
@@ -185,13 +187,12 @@ def gate_request_with_reply(state: dict, questions: dict, response: SystemOneRes
 
 
 def ask_remembering_replies(state: dict, questions: dict, reply: Callable = routing_reply,
-                            ask: Callable = ask_next_step) -> SystemOneResponse:
+                            ask: Callable = ask_next_step, memories=MEMORIES) -> SystemOneResponse:
     """ask_with_memory(), where the gate judges the thread with the app's reply in it."""
-    memories = memorybook.memory.MEMORIES
     saved = memories.recall(customer_id(state))
     response = ask(state_with_memories(state, saved), questions)
     memory, gate = gate_request_with_reply(state, questions, response, saved, reply)
-    if kept(ask(memory, gate).answers["remember"].noul):
+    if worth_keeping(ask(memory, gate).answers["remember"].noul):
         memories.save(customer_id(state), memory)
     return response
 

@@ -7,7 +7,7 @@ __all__ = [
 ]
 
 
-from memorybook.memory import ask_with_memory
+from memorybook.memory import MEMORIES, ask_with_memory
 from memorybook.routing import CUSTOMERS, DATA, ROUTE, ask, later_state
 
 EXPECTED_TEAM = DATA["expected_team"]  # customer id -> message subject -> team
@@ -19,7 +19,7 @@ def marked(answer, expected: str) -> str:
     return f"{mark} {answer.choice} {answer.probabilities[answer.choice]:.2f}"
 
 
-def reconcile(customers=tuple(CUSTOMERS)) -> list[dict]:
+def reconcile(customers=tuple(CUSTOMERS), memories=MEMORIES) -> list[dict]:
     """Route each later message plainly and with memory; print the comparison, return its rows."""
     rows = []
     print(f"{'customer':<9}{'message':<17}{'expected':<20}{'plain Jev':<27}{'with memory':<27}")
@@ -28,7 +28,7 @@ def reconcile(customers=tuple(CUSTOMERS)) -> list[dict]:
             state = later_state(customer, index)
             expected = EXPECTED_TEAM[customer][message["subject"]]
             plain = ask(state, ROUTE).answers["team"]
-            remembered = ask_with_memory(state, ROUTE).answers["team"]
+            remembered = ask_with_memory(state, ROUTE, memories).answers["team"]
             print(f"{customer:<9}{message['subject']:<17}{expected:<20}"
                   f"{marked(plain, expected):<27}{marked(remembered, expected):<27}")
             rows.append({"customer": customer, "message": message["subject"], "expected": expected,

@@ -4,15 +4,10 @@ import json
 import re
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
-from memorybook.recording import cache_key, read_recording
+from memorybook.recording import cache_key, memory_ids_in, read_recording
 from tests.helpers import LINK, decode, markdown_outputs, notebook
 
 ROW = re.compile(r"^\| (C-\d+) \| ([^|]+?) \| (.*) \| (.*) \|$", re.M)
-
-
-def memory_ids(state: dict) -> list[str]:
-    memories = state.get("earlier_tickets_from_this_customer", [])
-    return [memory["request"]["ticket"]["id"] for memory in memories]
 
 
 def test_every_link_opens_a_recorded_call_with_the_pinned_model():
@@ -33,7 +28,7 @@ def test_the_official_link_holds_c1042s_slow_dashboards_with_t101_and_t105():
     assert "C-1042" in label and "T-101 and T-105" in label
     assert state["customer"]["id"] == "C-1042" and state["ticket"]["id"] == "T-201"
     assert state["ticket"]["subject"] == "Slow dashboards"
-    assert memory_ids(state) == ["T-101", "T-105"]
+    assert memory_ids_in(state) == ["T-101", "T-105"]
 
 
 def test_each_table_row_links_the_plain_and_the_remembered_state_it_names():
@@ -47,6 +42,6 @@ def test_each_table_row_links_the_plain_and_the_remembered_state_it_names():
         remembered, _, _ = decode(memory_url)
         for state in (plain, remembered):
             assert state["customer"]["id"] == customer and state["ticket"]["subject"] == subject
-        assert plain_label == "plain state" and memory_ids(plain) == []
-        assert memory_label == "with " + ", ".join(memory_ids(remembered))
+        assert plain_label == "plain state" and memory_ids_in(plain) == []
+        assert memory_label == "with " + ", ".join(memory_ids_in(remembered))
         assert {k: v for k, v in remembered.items() if k in plain} == plain

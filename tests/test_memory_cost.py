@@ -12,23 +12,17 @@ from memorybook.recording import cache_key, read_recording
 
 @pytest.fixture(scope="module")
 def cost():
-    import memorybook.memory
     from memorybook import memory_cost
     from memorybook.gate import GATE, as_memory
     from memorybook.memory import InMemoryMemories, remember_earlier_tickets, with_memories
     from memorybook.routing import ROUTE, ask, later_state
 
-    kept = memorybook.memory.MEMORIES
-    try:
-        memorybook.memory.MEMORIES = InMemoryMemories()
-        remember_earlier_tickets()
-        examples = [*memorybook.memory.MEMORIES.recall("C-1042"),
-                    *memorybook.memory.MEMORIES.recall("C-2210")]
-        slow = later_state("C-1042", 0)
-        gate = (as_memory(slow, ROUTE, ask(with_memories(slow), ROUTE)), GATE)
-        requests = memory_cost.collection_requests()
-    finally:
-        memorybook.memory.MEMORIES = kept
+    memories = InMemoryMemories()
+    remember_earlier_tickets(memories)
+    examples = [*memories.recall("C-1042"), *memories.recall("C-2210")]
+    slow = later_state("C-1042", 0)
+    gate = (as_memory(slow, ROUTE, ask(with_memories(slow, memories), ROUTE)), GATE)
+    requests = memory_cost.collection_requests()
     return memory_cost, examples, slow, gate, requests
 
 

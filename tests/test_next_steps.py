@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.recording import memory_ids_in
 from tests import helpers
 from tests.helpers import LINK, REPO_ROOT, decode, markdown_outputs, notebook, stdout_text
 from tools.loopback_server import LoopbackSystemOne
@@ -58,8 +59,7 @@ def live_env(base_url: str, recording: Path) -> dict[str, str]:
 
 PRELUDE = """
 import json
-import memorybook.memory
-from memorybook.memory import InMemoryMemories
+from memorybook.memory import InMemoryMemories, ticket_id_of
 from memorybook.routing import EARLIER, ROUTE, later_state
 from memorybook.next_steps import *
 
@@ -94,18 +94,13 @@ def posted(server: LoopbackSystemOne) -> list[dict]:
     return [r["body"] for r in server.requests if r["path"] == "/v1/systemone"]
 
 
-def memory_ids(state: dict) -> list[str]:
-    memories = state.get("earlier_tickets_from_this_customer", [])
-    return [m["request"]["ticket"]["id"] for m in memories]
-
-
 def test_selecting_sends_only_the_memories_judged_relevant(server, tmp_path):
     out = run_live(server, tmp_path, """
-        memorybook.memory.MEMORIES = InMemoryMemories()
+        memories = InMemoryMemories()
         for ticket, text in [("T-1", "SYNTHETIC-YES:relevant"), ("T-2", "nothing"),
                              ("T-3", "again SYNTHETIC-YES:relevant")]:
-            memorybook.memory.MEMORIES.save("C-1042", memory_like(0, ticket, text))
-        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE)
+            memories.save("C-1042", memory_like(0, ticket, text))
+        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE, memories=memories)
         print(json.dumps({"recorded": len(json.loads(NEXT_STEPS_RECORDING.read_text()))}))
     """)
     bodies = posted(server)
@@ -113,20 +108,20 @@ def test_selecting_sends_only_the_memories_judged_relevant(server, tmp_path):
     routing, = [b for b in bodies if list(b["questions"]) == ["team"]]
     assert [b["state"]["saved_memory"]["request"]["ticket"]["id"] for b in relevance] == \
         ["T-1", "T-2", "T-3"]
-    assert memory_ids(routing["state"]) == ["T-1", "T-3"]
+    assert memory_ids_in(routing["state"]) == ["T-1", "T-3"]
     assert out["recorded"] == len(bodies) == 5  # 3 relevance, routing, gate
 
 
 def test_with_few_memories_all_are_sent_without_asking(server, tmp_path):
     run_live(server, tmp_path, """
-        memorybook.memory.MEMORIES = InMemoryMemories()
-        memorybook.memory.MEMORIES.save("C-1042", memory_like(0, "T-1", "not marked"))
-        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE)
+        memories = InMemoryMemories()
+        memories.save("C-1042", memory_like(0, "T-1", "not marked"))
+        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE, memories=memories)
         print("{}")
     """)
     bodies = posted(server)
     assert [list(b["questions"]) for b in bodies] == [["team"], ["remember"]]
-    assert memory_ids(bodies[0]["state"]) == ["T-1"]
+    assert memory_ids_in(bodies[0]["state"]) == ["T-1"]
 
 
 def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path):
@@ -136,8 +131,8 @@ def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path):
             store.save("C-1042", memory_like(0, "T-1", "old fact SYNTHETIC-YES:supersedes"))
             store.save("C-1042", memory_like(0, "T-2", "a fact that still holds"))
             forgotten = save_replacing(store, "C-1042", memory_like(4, "T-3", "the new fact"))
-            print(json.dumps({{"forgotten": [ticket_id(m) for m in forgotten],
-                               "kept": [ticket_id(m) for m in store.recall("C-1042")]}}))
+            print(json.dumps({{"forgotten": [ticket_id_of(m) for m in forgotten],
+                               "kept": [ticket_id_of(m) for m in store.recall("C-1042")]}}))
     """)
     assert out == {"forgotten": ["T-1"], "kept": ["T-2", "T-3"]}
     assert [b["state"]["old_memory"]["request"]["ticket"]["id"] for b in posted(server)] == \
@@ -154,7 +149,7 @@ def test_a_memory_the_store_refuses_costs_no_saved_memory(server, tmp_path):
                 save_replacing(store, "C-1042", too_large)
             except ValueError as error:
                 refused = str(error)
-            kept_after_refusal = [ticket_id(m) for m in store.recall("C-1042")]
+            kept_after_refusal = [ticket_id_of(m) for m in store.recall("C-1042")]
             same_ticket = save_replacing(store, "C-1042", memory_like(4, "T-1", "the new fact"))
             print(json.dumps({{
                 "refused": refused, "kept_after_refusal": kept_after_refusal,
@@ -172,12 +167,12 @@ def test_a_memory_the_store_refuses_costs_no_saved_memory(server, tmp_path):
 
 def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path):
     out = run_live(server, tmp_path, """
-        memorybook.memory.MEMORIES = InMemoryMemories()
+        memories = InMemoryMemories()
         def reply(response, memories_sent):
             return f"Routed to {response.answers['team'].choice} SYNTHETIC-YES:remember"
 
-        ask_remembering_replies(later_state("C-1042", 0), ROUTE, reply=reply)
-        saved = memorybook.memory.MEMORIES.recall("C-1042")
+        ask_remembering_replies(later_state("C-1042", 0), ROUTE, reply=reply, memories=memories)
+        saved = memories.recall("C-1042")
         print(json.dumps({"saved": [m["request"]["ticket"]["messages"] for m in saved]}))
     """)
     routing, gate = posted(server)
@@ -222,7 +217,6 @@ def test_the_threshold_follows_the_stated_costs_and_is_checked_on_held_out_pairs
 
 
 def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
-    import memorybook.memory
     from memorybook.memory import InMemoryMemories, ask_with_memory, remember_earlier_tickets
     from memorybook.next_steps import (
         gate_request_with_reply,
@@ -231,21 +225,17 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
     )
     from memorybook.routing import DATA, EARLIER, ROUTE, later_state, request_json
 
-    kept = memorybook.memory.MEMORIES
-    try:
-        memorybook.memory.MEMORIES = InMemoryMemories()
-        remember_earlier_tickets()
-        c1042 = memorybook.memory.MEMORIES.recall("C-1042")
-        expected = [r for i in range(len(DATA["later_messages"]))
-                    for r in relevance_requests(later_state("C-1042", i), c1042)]
-        expected += supersede_requests(c1042[1], c1042[:1])
-        memorybook.memory.MEMORIES = InMemoryMemories()
-        for state in EARLIER:
-            sent = memorybook.memory.MEMORIES.recall(state["customer"]["id"])
-            response = ask_with_memory(state, ROUTE)
-            expected.append(gate_request_with_reply(state, ROUTE, response, sent))
-    finally:
-        memorybook.memory.MEMORIES = kept
+    memories = InMemoryMemories()
+    remember_earlier_tickets(memories)
+    c1042 = memories.recall("C-1042")
+    expected = [r for i in range(len(DATA["later_messages"]))
+                for r in relevance_requests(later_state("C-1042", i), c1042)]
+    expected += supersede_requests(c1042[1], c1042[:1])
+    memories = InMemoryMemories()
+    for state in EARLIER:
+        sent = memories.recall(state["customer"]["id"])
+        response = ask_with_memory(state, ROUTE, memories)
+        expected.append(gate_request_with_reply(state, ROUTE, response, sent))
     links = [url for text in markdown_outputs(notebook("08")) for _, url in LINK.findall(text)]
     assert len(links) == len(expected) == 12
     for url, request in zip(links, expected, strict=True):

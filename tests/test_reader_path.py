@@ -218,11 +218,11 @@ def test_setting_the_threshold_where_notebook_2_says_changes_what_the_wrapper_ke
     keeps = textwrap.dedent("""
         import memorybook.gate
         {setting}
-        from memorybook.memory import ask_with_memory, memory_ids
+        from memorybook.memory import ask_with_memory, describe_memories
         from memorybook.routing import EARLIER, ROUTE
         for state in EARLIER[:2]:  # T-101 (0.97) and T-102 (0.98): both first tickets
             ask_with_memory(state, ROUTE)
-        print(memory_ids("C-1042"), "|", memory_ids("C-2210"))
+        print(describe_memories("C-1042"), "|", describe_memories("C-2210"))
     """)
     default = run_python(keeps.format(setting=""))
     raised = run_python(keeps.format(setting="memorybook.gate.REMEMBER_AT = 0.975"))
@@ -262,7 +262,7 @@ def test_a_kernel_holding_extra_memories_is_told_to_restart():
         from memorybook.memory import ask_with_memory, remember_earlier_tickets, MEMORIES
         from memorybook.routing import EARLIER, ROUTE, later_state
         remember_earlier_tickets()
-        MEMORIES.save("C-1042", MEMORIES.recall("C-1042")[0])  # as a second run used to do
+        MEMORIES.save("C-1042", MEMORIES.recall("C-1042")[0])  # saved twice
         ask_with_memory(later_state("C-1042", 0), ROUTE)
     """)
     assert "about ticket T-201" in miss["summary"]
