@@ -26,7 +26,7 @@ def test_overlapping_labels_are_named():
 
 def test_a_label_running_into_the_next_panel_is_named():
     fig, axes = new_figure(ncols=2)
-    fig.set_layout_engine(None)  # placed by hand, as notebook 4 once did
+    fig.set_layout_engine(None)  # panels placed by hand, with too narrow a gap
     fig.subplots_adjust(wspace=0.05)
     axes[1].set_yticks([0], ["a label far too long for the gap between the panels"])
     assert any("runs into another panel" in problem for problem in text_problems(fig))
