@@ -1,11 +1,11 @@
 """The collection's cache of System One answers: cooksafe's JsonCache, checked and written safely.
 
-`CheckedJsonCache` keeps cooksafe's file as cooksafe documents it: one JSON object whose keys
-are the function's name and its `|`-joined arguments (a sha256 digest beyond MAX_KEY_CHARS),
-sorted, indented by 2. So the pattern's plain `JsonCache` replays what this one records, and the
-other way round. What it changes is the saving: an answer goes to disk through
-`file.save_merged` (merged with the file, under a lock, atomically), never by rewriting the file
-in place.
+`CheckedJsonCache` overrides the decorator, `JsonCache.__call__`, and keeps the file as cooksafe
+documents it: one JSON object whose keys are the function's name and its `|`-joined arguments
+(a sha256 digest beyond MAX_KEY_CHARS), sorted, indented by 2. So the pattern's plain `JsonCache`
+replays what this one records, and the other way round. What differs is the saving: a new answer
+goes to disk through `file.save_merged` (merged with the file, under a lock, atomically), where
+cooksafe would rewrite the file in place.
 """
 
 from __future__ import annotations
