@@ -65,6 +65,11 @@ def load_data(path: Path | None = None) -> dict:
     return data
 
 
+def input_cost_usd(input_tokens: float) -> float:
+    """What System One charges for this many input tokens, in USD; output tokens are free."""
+    return input_tokens * USD_PER_BILLION_INPUT_TOKENS / 1e9
+
+
 def timeout_seconds() -> float:
     """Seconds a live call may take, retries included: $MEMORYBOOK_TIMEOUT_SECONDS, else 120."""
     text = os.environ.get(TIMEOUT_ENV, "").strip()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 import httpx2
 from cooksafe import make_playground_link
@@ -170,7 +171,7 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
 
 
 def _why_memories_differ(earlier: RecordingMissError | None) -> str:
-    threshold = _threshold_in_use()
+    threshold = threshold_in_use()
     if threshold is not None and threshold != RECORDED_REMEMBER_AT:
         return (f"REMEMBER_AT is {threshold} here and was {RECORDED_REMEMBER_AT} in the recorded "
                 f"run, so the gate kept other tickets (notebook 2 says which thresholds replay).")
@@ -181,8 +182,32 @@ def _why_memories_differ(earlier: RecordingMissError | None) -> str:
             "the kernel and run the notebook from the top.")
 
 
-def _threshold_in_use() -> float | None:
-    """REMEMBER_AT as the gate reads it: the gate module's, or notebook 2's own."""
+# Where the gate's threshold in use is read, registered by the collection where it defines
+# REMEMBER_AT; the latest registration counts.
+_THRESHOLD_READERS: list[Callable[[], object]] = []
+
+
+def read_threshold_from(reader: Callable[[], object]) -> None:
+    """Explain misses with the threshold `reader()` returns: the REMEMBER_AT the gate reads.
+
+    The collection registers it where the threshold is defined, for notebook 2 in an export cell
+    after its pattern cell: `read_threshold_from(lambda: REMEMBER_AT)`. The lambda reads the
+    threshold when a miss is explained, so a value changed later (in the notebook, or on
+    `memorybook.gate`) is the one named.
+    """
+    _THRESHOLD_READERS.append(reader)
+
+
+def threshold_in_use() -> float | None:
+    """REMEMBER_AT as the gate reads it, or None where it cannot be known."""
+    if _THRESHOLD_READERS:
+        value = _THRESHOLD_READERS[-1]()
+        return value if isinstance(value, int | float) else None
+    return _threshold_without_a_reader()
+
+
+def _threshold_without_a_reader() -> float | None:
+    """Until a reader is registered: the gate module's threshold, or notebook 2's own."""
     gate = sys.modules.get("memorybook.gate")
     if gate is not None and getattr(gate, "REMEMBER_AT", None) != RECORDED_REMEMBER_AT:
         return gate.REMEMBER_AT

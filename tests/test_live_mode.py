@@ -23,7 +23,7 @@ from memorybook.recording import RecordingError, open_recording
 from tests import helpers
 from tests.helpers import RECORD, REPO_ROOT, record_arguments, run_python
 from tools.loopback_server import LoopbackSystemOne, closed_port
-from tools.record import OWN_RECORDING
+from tools.record.run import OWN_RECORDING
 
 CANARY_KEY = "canary-sk-7f3e9b1c0d2a4e6f"
 COMMITTED = RECORDING_PATH.read_text(encoding="utf-8")
@@ -77,7 +77,7 @@ def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path)
 
 
 def test_the_dry_run_lists_every_call_and_its_cost_without_a_key(tmp_path):
-    result = run_python("from tools.record import main; main(['--dry-run', '--output', "
+    result = run_python("from tools.record.cli import main; main(['--dry-run', '--output', "
                         f"'{tmp_path / 'new.json'}'])")
     assert result.returncode == 0, result.stderr
     assert "would send 31 of the collection's 31 calls to jev-1.14.0" in result.stdout
@@ -173,7 +173,7 @@ def test_an_interrupted_recording_keeps_every_answer_so_far_and_resumes(tmp_path
 
 WRITE_ONE_CUSTOMER = textwrap.dedent("""
     import sys
-    from tools.record import run_every_call
+    from tools.record.calls import run_every_call
     run_every_call([sys.argv[1]])
 """)
 
@@ -229,21 +229,21 @@ def test_answers_from_another_model_version_are_reported(tmp_path):
 
 
 def test_recording_refuses_to_write_over_the_committed_file():
-    result = run_python("from tools.record import main; main(['--output', "
+    result = run_python("from tools.record.cli import main; main(['--output', "
                         f"'{RECORDING_PATH}'])")
     assert result.returncode != 0 and "--accept" in result.stderr
     assert RECORDING_PATH.read_text(encoding="utf-8") == COMMITTED
 
 
 def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
-    result = run_python("from tools.record import main; raise SystemExit(main(['--output', "
+    result = run_python("from tools.record.cli import main; raise SystemExit(main(['--output', "
                         f"'{tmp_path / 'new.json'}']))", CI="true", TYPESAFE_API_KEY="sk-x")
     assert result.returncode == 2 and "CI is set. Nothing was sent." in result.stderr
 
 
 def accepting(tmp_path: Path, new: dict) -> tuple[int, Path, Path]:
     """Accept `new` over scratch copies of the committed recording and provenance."""
-    from tools.record import accept
+    from tools.record.accept import accept
 
     path, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
     path.write_text(json.dumps(new, indent=2), encoding="utf-8")
@@ -296,7 +296,7 @@ def test_a_recording_lacking_calls_the_notebooks_make_is_not_accepted(tmp_path, 
 
 
 def test_accepting_without_a_new_recording_says_so_in_one_line(tmp_path, capsys):
-    from tools.record import accept
+    from tools.record.accept import accept
 
     target, provenance = tmp_path / "rec.json", tmp_path / "prov.json"
     assert accept(tmp_path / "missing.json", target, provenance) == 1
@@ -312,7 +312,7 @@ def test_accepting_without_a_new_recording_says_so_in_one_line(tmp_path, capsys)
 ])
 def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, complaint,
                                                                      tmp_path, capsys):
-    from tools.record import main
+    from tools.record.cli import main
 
     with pytest.raises(SystemExit) as stopped:
         main(["--output", str(tmp_path / "new.json"), *arguments])

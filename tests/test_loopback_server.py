@@ -30,7 +30,7 @@ from typesafe_sdk import (
 )
 
 from tests.helpers import REPO_ROOT
-from tools import loopback_server
+from tools import loopback_replies
 from tools.loopback_server import LoopbackSystemOne, closed_port, recording_key
 
 KEY = "test-key-123"
@@ -342,7 +342,7 @@ def test_unknown_failure_kind_is_rejected() -> None:
 
 
 @pytest.mark.skipif(
-    loopback_server._zstd is not None, reason="zstd is importable: bodies are decompressed"
+    loopback_replies.zstd is not None, reason="zstd is importable: bodies are decompressed"
 )
 def test_compressed_body_without_zstd_is_a_clear_415() -> None:
     with LoopbackSystemOne({}) as server:
@@ -356,7 +356,7 @@ def test_compressed_body_without_zstd_is_a_clear_415() -> None:
 
 
 @pytest.mark.skipif(
-    loopback_server._zstd is None, reason="needs backports.zstd (typesafe-sdk[zstd])"
+    loopback_replies.zstd is None, reason="needs backports.zstd (typesafe-sdk[zstd])"
 )
 def test_zstd_compressed_request_is_replayed() -> None:
     state = {"text": "long " * 400}  # over the SDK's 1024-byte compression threshold

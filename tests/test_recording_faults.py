@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cooksafe import JsonCache
 
 from memorybook import recording
 from memorybook.config import (
@@ -27,7 +28,13 @@ from memorybook.config import (
     restore_hint,
     timeout_seconds,
 )
-from memorybook.recording import RecordingError, cache_key, open_recording, read_recording
+from memorybook.recording import (
+    RecordingError,
+    cache_key,
+    cooksafe_key,
+    open_recording,
+    read_recording,
+)
 from tests.helpers import run_python
 
 COMMITTED = read_recording(RECORDING_PATH)
@@ -180,6 +187,50 @@ def test_a_damaged_committed_entry_stops_notebook_one(tmp_path):
     assert "`answers.team.choice` is 'pizza_team'" in result.stderr
 
 
+def test_answers_are_checked_whatever_the_function_is_called(tmp_path):
+    args = ("jev-1.14.0", json.dumps(STATE), json.dumps(GATE))
+    damaged = {**GOOD["gate"], "answers": {"remember": {"type": "noul", "noul": 1.5}}}
+    path = tmp_path / "json_cache.json"
+    path.write_text(json.dumps({cooksafe_key("ask_jev", args, {}): damaged}), encoding="utf-8")
+
+    @open_recording(path)
+    def ask_jev(model: str, state: str, questions: str) -> dict:
+        raise AssertionError("a recorded call went live")
+
+    with pytest.raises(RecordingError, match="`answers.remember.noul` is 1.5"):
+        ask_jev(*args)
+
+
+def test_a_call_not_shaped_like_a_system_one_request_is_cached_unchecked(tmp_path):
+    path = tmp_path / "json_cache.json"
+
+    @open_recording(path)
+    def lookup(model: str, state: str) -> dict:
+        return {"anything": "goes"}
+
+    assert lookup("jev-1.14.0", "{}") == {"anything": "goes"}
+    assert json.loads(path.read_text()) == {"lookup|jev-1.14.0|{}": {"anything": "goes"}}
+
+
+def test_plain_cooksafe_and_the_checked_cache_read_each_others_files(tmp_path):
+    args = ("jev-1.14.0", json.dumps(STATE), json.dumps(ROUTE))
+    checked_file, plain_file = tmp_path / "checked.json", tmp_path / "plain.json"
+    for cache in (open_recording(checked_file), JsonCache(plain_file)):
+        @cache
+        def _system_one(model: str, state: str, questions: str) -> dict:
+            return GOOD["route"]
+
+        _system_one(*args)
+    assert checked_file.read_bytes() == plain_file.read_bytes()
+    assert replay(plain_file, args) == GOOD["route"]
+
+    @JsonCache(checked_file)
+    def _system_one(model: str, state: str, questions: str) -> dict:
+        raise AssertionError("a recorded call went live")
+
+    assert _system_one(*args) == GOOD["route"]
+
+
 # -- writes ----------------------------------------------------------------------------------
 
 
@@ -225,7 +276,7 @@ def test_a_failed_write_is_a_recording_error_and_leaves_nothing_behind(
     def fail(*args, **kwargs):
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(recording.os, failing, fail)
+    monkeypatch.setattr(os, failing, fail)
     with pytest.raises(RecordingError) as raised:
         write_one(path)
     assert f"Could not write the recording {path}: {os.strerror(code)}" in str(raised.value)

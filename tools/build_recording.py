@@ -38,6 +38,7 @@ from memorybook.config import (
     TYPESAFE_MODEL,
 )
 from memorybook.recording import cache_key
+from tools.record.calls import make_every_call
 
 FIGURES_PATH = DATA_PATH.with_name("published_figures.csv")
 
@@ -188,12 +189,8 @@ def rebuild() -> tuple[str, str]:
         routing.client = TypeSafeClient(
             api_key="rebuild", transport=httpx2.MockTransport(answer), compression=False
         )
-        from memorybook.probes import probe_experiment
-        from memorybook.reconciliation import reconcile
-
         with contextlib.redirect_stdout(io.StringIO()):
-            probe_experiment()
-            reconcile()
+            make_every_call()
         entries = json.loads(scratch_recording.read_text(encoding="utf-8"))
 
     check_totals(calls, entries, figures)

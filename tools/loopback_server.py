@@ -30,28 +30,20 @@ from pathlib import Path
 from typing import Self
 
 from memorybook.recording import cache_key
+from tools.loopback_replies import (
+    FAILURES,
+    Reply,
+    Trickled,
+    error_reply,
+    failure_reply,
+    json_reply,
+    read_body,
+    with_headers_echoed,
+)
 
-try:  # The SDK only compresses when one of these is importable; mirror that here.
-    from compression import zstd as _zstd  # type: ignore[import-not-found]  # Python 3.14+
-except ImportError:
-    try:
-        from backports import zstd as _zstd  # type: ignore[import-not-found,no-redef]
-    except ImportError:
-        _zstd = None
-
-_ZSTD_ERRORS: tuple[type[Exception], ...] = () if _zstd is None else (_zstd.ZstdError,)
 logger = logging.getLogger(__name__)
 
-FAILURES = (
-    "unauthorized", "rate_limit", "server_error", "hang", "malformed", "garbage", "bad_request",
-    "unprocessable", "trickle",
-)
-Reply = tuple[int, dict[str, str], bytes]
 HANG_SECONDS = 5.0  # a "hang" holds the request at least this long (or until the server stops)
-
-
-class _Trickled(bytes):
-    """A body the handler sends one byte at a time, ``trickle_seconds`` apart."""
 
 
 def recording_key(model: str, state: object, questions: object) -> str:
@@ -150,20 +142,20 @@ class LoopbackSystemOne:
     # Answers are (status, headers, body bytes), or None to drop the connection unanswered.
 
     def answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply | None:
-        body, problem = self._decode(headers, raw)
+        body, problem = read_body(headers, raw)
         seen = {"method": method, "path": path, "headers": headers, "body": body, "status": None}
         with self._lock:
             self.requests.append(seen)
             number = len(self.requests)
         if number > self.max_requests:
             self.stop()  # before answering, so the client's next call is refused
-            reply = _error(503, "limit", f"loopback served max_requests={self.max_requests}")
+            reply = error_reply(503, "limit", f"loopback served max_requests={self.max_requests}")
         else:
             reply = self._answer(number, method, path, headers, body, problem)
         if reply is None:
             return None
         if self.echo_headers and reply[0] >= 400:
-            reply = _with_headers_echoed(reply, headers)
+            reply = with_headers_echoed(reply, headers)
         seen["status"] = reply[0]
         return reply[0], {**reply[1], "x-typesafe-request-id": f"loopback-{number}"}, reply[2]
 
@@ -179,58 +171,25 @@ class LoopbackSystemOne:
             return problem
         if failing and self.failure == "trickle":
             status, reply_headers, content = self._served(method, path, headers, body)
-            return status, reply_headers, _Trickled(content)
+            return status, reply_headers, Trickled(content)
         if failing:
-            return self._fail(path)
+            return failure_reply(self.failure, path, retry_after_ms=self.retry_after_ms,
+                                 model_override=self.model_override)
         return self._served(method, path, headers, body)
 
     def _served(self, method, path, headers, body) -> Reply:
         if not headers.get("authorization", "").startswith("Bearer "):
-            return _error(401, "unauthorized", "missing Bearer API key")
+            return error_reply(401, "unauthorized", "missing Bearer API key")
         if (method, path) == ("GET", "/v1/models"):
             about = "replayed from a recording by the loopback server"
             models = [
                 {"name": name, "description": about, "release_date": "1970-01-01"}
                 for name in self._models()
             ]
-            return _json(200, {"models": models})
+            return json_reply(200, {"models": models})
         if (method, path) == ("POST", "/v1/systemone"):
             return self._replay(body)
-        return _error(404, "not_found", f"no route {method} {path}")
-
-    def _decode(self, headers: dict[str, str], raw: bytes) -> tuple[object, Reply | None]:
-        if not raw:
-            return None, None
-        encoding = headers.get("content-encoding", "identity")
-        if encoding not in ("identity", "zstd") or (encoding == "zstd" and _zstd is None):
-            why = "backports.zstd is not installed here" if encoding == "zstd" else "unsupported"
-            message = f"loopback cannot read a {encoding!r} body ({why}); pass compression=False"
-            return None, _error(415, "unsupported_media_type", message)
-        try:
-            return json.loads(_zstd.decompress(raw) if encoding == "zstd" else raw), None
-        except (ValueError, *_ZSTD_ERRORS) as error:  # not JSON (or UTF-8), or a corrupt frame
-            return None, _error(400, "bad_request", f"unreadable body: {error}")
-
-    def _fail(self, path: str) -> Reply:
-        if self.failure == "unauthorized":
-            return _error(401, "unauthorized", "invalid API key (injected)")
-        if self.failure == "rate_limit":
-            reply = _error(429, "rate_limit", "rate limited (injected)")
-            return reply[0], {**reply[1], "retry-after-ms": str(self.retry_after_ms)}, reply[2]
-        if self.failure == "server_error":
-            return _error(500, "internal", "server error (injected)")
-        if self.failure == "bad_request":
-            return _error(400, "bad_request", "the request was refused (injected)")
-        if self.failure == "unprocessable":
-            detail = {"loc": ["body", "questions"], "msg": "refused (injected)", "type": "value"}
-            return _json(422, {"detail": [detail]})
-        if self.failure == "garbage":
-            return 200, {"Content-Type": "text/html"}, b"<html>not JSON (injected)</html>"
-        if path == "/v1/models":  # "malformed": valid JSON, invalid shape
-            return _json(200, {"models": [{"name": "jev-broken"}]})
-        broken = {"type": "choice", "choice": "yes", "confidence": 0.5}  # no "probabilities"
-        model = self.model_override or "jev-broken"
-        return _json(200, {"model": model, "usage": {}, "answers": {"broken": broken}})
+        return error_reply(404, "not_found", f"no route {method} {path}")
 
     def _replay(self, body: object) -> Reply:
         if not (
@@ -239,10 +198,11 @@ class LoopbackSystemOne:
             and "state" in body
             and isinstance(body.get("questions"), dict)
         ):
-            message = "expected an object with state, model and questions"
-            return _json(422, {"detail": [{"loc": ["body"], "msg": message, "type": "missing"}]})
+            detail = {"loc": ["body"], "msg": "expected an object with state, model and questions",
+                      "type": "missing"}
+            return json_reply(422, {"detail": [detail]})
         if self.answer_with is not None:
-            return _json(200, self.answer_with(body))
+            return json_reply(200, self.answer_with(body))
         key = recording_key(body["model"], body["state"], body["questions"])
         recorded = self.recording.get(key)
         with self._lock:
@@ -251,40 +211,14 @@ class LoopbackSystemOne:
             else:
                 self._hits += 1
         if recorded is None:
-            return _error(404, "not_recorded", f"no recorded answer for key {key!r}", key=key)
+            return error_reply(404, "not_recorded", f"no recorded answer for key {key!r}", key=key)
         if self.model_override is not None:
             recorded = {**recorded, "model": self.model_override}
-        return _json(200, recorded)
+        return json_reply(200, recorded)
 
     def _models(self) -> list[str]:
         names = {entry.get("model") for entry in self.recording.values() if isinstance(entry, dict)}
         return sorted(name for name in names | {self.model_override} if isinstance(name, str))
-
-
-def _json(status: int, payload: object) -> Reply:
-    return status, {"Content-Type": "application/json"}, json.dumps(payload).encode()
-
-
-def _error(status: int, kind: str, message: str, **extra: str) -> Reply:
-    return _json(status, {"error": {"type": kind, "message": message, **extra}})
-
-
-def _with_headers_echoed(reply: Reply, headers: dict[str, str]) -> Reply:
-    """The error reply with the request's headers in its message, its details and its body."""
-    status, reply_headers, body = reply
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        payload = {"body": body.decode(errors="replace")}
-    echo = f" (request headers: {headers})"
-    if isinstance(payload.get("error"), dict):
-        payload["error"]["message"] = str(payload["error"].get("message", "")) + echo
-    for detail in payload.get("detail") or []:
-        if isinstance(detail, dict):
-            detail["msg"] = str(detail.get("msg", "")) + echo
-            detail["input"] = headers
-    payload["request_headers"] = headers
-    return status, reply_headers, json.dumps(payload).encode()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -306,7 +240,7 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in {**reply_headers, "Content-Length": str(len(content))}.items():
                 self.send_header(name, value)
             self.end_headers()
-            if not isinstance(content, _Trickled):
+            if not isinstance(content, Trickled):
                 self.wfile.write(content)
                 return
             for index in range(len(content)):

@@ -1,0 +1,136 @@
+"""The collection's cache of System One answers: cooksafe's JsonCache, checked and written safely.
+
+`CheckedJsonCache` overrides the decorator, `JsonCache.__call__`, and keeps the file as cooksafe
+documents it: one JSON object whose keys are the function's name and its `|`-joined arguments
+(a sha256 digest beyond MAX_KEY_CHARS), sorted, indented by 2. So the pattern's plain `JsonCache`
+replays what this one records, and the other way round. What differs is the saving: a new answer
+goes to disk through `file.save_merged` (merged with the file, under a lock, atomically), where
+cooksafe would rewrite the file in place.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from cooksafe import JsonCache
+from cooksafe.cache import MAX_KEY_CHARS
+
+from memorybook.config import USAGE_LOG_ENV, recording_path, restore_hint, shown_path
+from memorybook.recording.checks import answer_problem
+from memorybook.recording.file import RecordingError, read_recording, save_merged, shown_key
+from memorybook.recording.requests import describe_call
+
+
+def cooksafe_key(name: str, args: tuple, kwargs: dict) -> str:
+    """The key cooksafe's JsonCache files a call of the function `name` under."""
+    key = "|".join([name, *(str(arg) for arg in args),
+                    *(f"{k}={v}" for k, v in sorted(kwargs.items()))])
+    return hashlib.sha256(key.encode()).hexdigest() if len(key) > MAX_KEY_CHARS else key
+
+
+def cache_key(model: str, state_json: str, questions_json: str) -> str:
+    """The key cooksafe's JsonCache files a `_system_one(model, state, questions)` call under."""
+    return cooksafe_key("_system_one", (model, state_json, questions_json), {})
+
+
+def system_one_request(args: tuple, kwargs: dict) -> tuple[str, str, str] | None:
+    """The (model, state JSON, questions JSON) a cached call asks, or None if it is not one.
+
+    What marks a System One request is how it is called, whatever the function's name: with
+    exactly three positional strings and no keyword, as `_system_one(model, state, questions)`.
+    Its answer is then checked against the questions, when they are a JSON object.
+    """
+    if kwargs or len(args) != 3 or not all(isinstance(arg, str) for arg in args):
+        return None
+    return args
+
+
+class CheckedJsonCache(JsonCache):
+    """cooksafe's JsonCache, checking each System One answer against the call's questions.
+
+    The checks need the questions, which only the call knows (keys are digests), so they run
+    when an entry is returned: a damaged entry stops the call with a RecordingError naming the
+    file, the call and the field. A live answer is checked before it is kept, and an answer that
+    fails the checks is never written. Lookups are noted in `usage_log` when it is set, and
+    handed to every function given to `note_lookups`.
+    """
+
+    def __init__(self, path: Path, *, usage_log: Path | None = None) -> None:
+        entries = read_recording(Path(path))  # a clear error before cooksafe's own reading
+        super().__init__(path)
+        self._entries = entries
+        self.usage_log = usage_log
+        self._lookup_listeners: list[Callable[[str, str, str, str], None]] = []
+        self._entries_lock = threading.Lock()
+
+    def note_lookups(self, listener: Callable[[str, str, str, str], None]) -> None:
+        """Call `listener(key, model, state JSON, questions JSON)` before each System One lookup."""
+        self._lookup_listeners.append(listener)
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            key = cooksafe_key(fn.__name__, args, kwargs)
+            request = system_one_request(args, kwargs)
+            if request is not None:
+                self._note_lookup(key, request)
+            if key in self._entries:
+                entry = self._entries[key]
+                if request is not None:
+                    check_answer(entry, request, key=key, path=self.path)
+            else:
+                entry = fn(*args, **kwargs)
+                if request is not None:  # a live answer: checked before it is kept
+                    check_answer(entry, request, key=key, path=self.path)
+                self._keep(key, entry)
+            return json.loads(json.dumps(entry))  # the caller's copy, as cooksafe hands out
+
+        return checked
+
+    def _note_lookup(self, key: str, request: tuple[str, str, str]) -> None:
+        if self.usage_log is not None:
+            with self.usage_log.open("a", encoding="utf-8") as log:
+                log.write(f"{key}\n")
+        for listener in self._lookup_listeners:
+            listener(key, *request)
+
+    def _keep(self, key: str, entry: object) -> None:
+        """Hold a new answer for later calls, and add it to the file with everything held."""
+        with self._entries_lock:
+            self._entries[key] = entry
+            held = dict(self._entries)
+        save_merged(self.path, held)
+
+
+def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path: Path) -> None:
+    """Raise a RecordingError unless `entry` is an answer the SDK accepts for this request."""
+    _, state_json, questions_json = request
+    try:
+        questions = json.loads(questions_json)
+        state = json.loads(state_json)
+    except ValueError:
+        return  # not a call the notebooks make; nothing to check the answer against
+    if not isinstance(questions, dict):
+        return
+    problem = answer_problem(entry, questions)
+    if problem is None:
+        return
+    raise RecordingError(
+        f"The recording {shown_path(path)} holds a damaged answer for "
+        f"{describe_call(state, questions)}: {problem}. Remove that entry (key {shown_key(key)}) "
+        f"and record the call again{restore_hint(path)}."
+    )
+
+
+def open_recording(path: Path | None = None) -> CheckedJsonCache:
+    """The cache on the recording (by default $MEMORYBOOK_RECORDING or json_cache/json_cache.json):
+    clear errors, checked answers, safe writes."""
+    log = os.environ.get(USAGE_LOG_ENV, "").strip()
+    return CheckedJsonCache(recording_path() if path is None else path,
+                            usage_log=Path(log) if log else None)

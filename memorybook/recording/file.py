@@ -1,0 +1,210 @@
+"""The recording file: read with errors that name it, written whole, merged and under a lock.
+
+Reading checks every entry's shape. Writing merges with what is on disk now (entries another
+process recorded meanwhile are kept; an entry already on disk is never replaced), under a lock
+held across processes, through a temporary file that atomically replaces the old one. An
+interrupted run leaves the last complete file; a file that became unreadable is left alone and
+the write fails, naming it, rather than replacing it with less than it held.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+import tempfile
+import threading
+from pathlib import Path
+
+from memorybook.config import recording_path, restore_hint, shown_path
+from memorybook.live import redact
+from memorybook.recording.checks import entry_shape_problem
+from memorybook.recording.provenance import call_named_for
+
+
+class RecordingError(RuntimeError):
+    """The recording cannot be used as it is; the message says which file and what to do."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
+
+
+# One writer at a time in this process (the file lock covers other processes); `stop_writing`
+# takes it, so that a run being stopped never leaves a write half done.
+_WRITE_LOCK = threading.Lock()
+_STOPPED: set[Path] = set()
+
+
+def save_merged(path: Path, entries: dict) -> None:
+    """Write `entries` to the recording at `path`, merged with what it holds on disk now.
+
+    An entry on disk wins over one of `entries` under the same key. Raises a RecordingError,
+    leaving the file as it was, when the write fails or `stop_writing` was called for `path`.
+    """
+    with _WRITE_LOCK:
+        if path.resolve() in _STOPPED:
+            raise RecordingError(
+                f"Not written to {shown_path(path)}: the recording run was stopped.")
+        try:
+            _write_merged(path, entries)
+        except OSError as error:
+            raise RecordingError(
+                f"Could not write the recording {shown_path(path)}: "
+                f"{error.strerror or error} ({type(error).__name__}). It holds every answer "
+                "written before this one; free space or fix the folder's permissions, then "
+                "run again to resume."
+            ) from None
+
+
+def _write_merged(path: Path, entries: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        merged = {**entries, **read_recording(path)}
+        text = json.dumps({key: merged[key] for key in sorted(merged)}, indent=2)
+        write_text_atomically(path, text)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Replace the file at `path` with `text`, all or nothing, keeping its permission bits.
+
+    The text goes to a temporary file beside it, which then takes its place in one rename: on
+    any failure (a full disk, a read-only folder, Ctrl-C) the old file stays as it was and the
+    temporary file is removed.
+    """
+    mode = _mode_for(path)
+    temporary = None
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+        ) as temporary:
+            os.fchmod(temporary.fileno(), mode)
+            temporary.write(text)
+            temporary.flush()
+            os.fsync(temporary.fileno())
+        os.replace(temporary.name, path)
+    except BaseException:
+        if temporary is not None:
+            Path(temporary.name).unlink(missing_ok=True)
+        raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits the recording keeps: its own, or the umask's default for a new file."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def stop_writing(path: Path, timeout: float = 10.0) -> bool:
+    """Refuse every later write to this recording in this process; False if a write is stuck.
+
+    Waits (up to `timeout` seconds) for a write in progress to finish, so that what is on disk
+    afterwards is a complete file holding every answer written so far.
+    """
+    acquired = _WRITE_LOCK.acquire(timeout=timeout)
+    try:
+        _STOPPED.add(Path(path).resolve())
+    finally:
+        if acquired:
+            _WRITE_LOCK.release()
+    return acquired
+
+
+class _locked:
+    """An exclusive lock on `<recording>.lock`, held by one writer at a time across processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.lock_path = path.with_name(path.name + ".lock")
+
+    def __enter__(self):
+        self.handle = self.lock_path.open("a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc_info):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def read_recording(path: Path | None = None) -> dict:
+    """The recording's entries ({} before its first call): reading them is not a notebook's use."""
+    path = recording_path() if path is None else path
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise RecordingError(
+            f"Could not read the recording {shown_path(path)}: {error.strerror or error}."
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise RecordingError(
+            f"The recording {shown_path(path)} is not a regular file (a folder, a pipe or a "
+            "device): point MEMORYBOOK_RECORDING at a JSON file."
+        )
+    return _load_entries(path)
+
+
+class _ConflictingDuplicate(ValueError):
+    """One object of a JSON text holds a key twice, with different values."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refusing_conflicting_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object's pairs as a dict; a key given twice must have the same value both times."""
+    found: dict = {}
+    for key, value in pairs:
+        if key in found and found[key] != value:
+            raise _ConflictingDuplicate(key)
+        found[key] = value
+    return found
+
+
+def _load_entries(path: Path) -> dict:
+    """A recording's entries, or a RecordingError that names the file and how to recover."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"),
+                             object_pairs_hook=_refusing_conflicting_duplicates)
+    except _ConflictingDuplicate as duplicate:
+        raise RecordingError(
+            f"The recording {shown_path(path)} holds the key {shown_key(duplicate.key)} twice, "
+            f"with different values; JSON readers would silently keep the last. It was left as "
+            f"it is. Remove the wrong copy{restore_hint(path)}."
+        ) from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise RecordingError(
+            f"The recording {shown_path(path)} is not valid JSON ({error}). It was left as it is. "
+            f"Move it away to record anew{restore_hint(path)}."
+        ) from None
+    except OSError as error:
+        raise RecordingError(
+            f"Could not read the recording {shown_path(path)}: {error.strerror or error}."
+        ) from None
+    if not isinstance(entries, dict):
+        raise RecordingError(
+            f"The recording {shown_path(path)} holds a JSON {type(entries).__name__}, not an "
+            f"object of entries. It was left as it is. Move it away to record anew"
+            f"{restore_hint(path)}."
+        )
+    for key, entry in entries.items():
+        problem = entry_shape_problem(entry)
+        if problem is not None:
+            call = call_named_for(key)
+            named = "" if call is None else f" (the call {call!r} in json_cache/provenance.json)"
+            raise RecordingError(
+                f"The recording {shown_path(path)} has a damaged entry {shown_key(key)}{named}: "
+                f"{problem}. It was left as it is. Remove that entry and record it again"
+                f"{restore_hint(path)}."
+            )
+    return entries
+
+
+def shown_key(key: str, limit: int = 80) -> str:
+    """A cache key as messages show it: quoted, and cut after `limit` characters."""
+    return repr(key if len(key) <= limit else key[:limit] + "...")

@@ -1,0 +1,145 @@
+"""`make accept-recording`: the new recording replaces the committed one, with its provenance.
+
+It is accepted only if it answers every call the notebooks make, which a new process checks by
+replaying the collection from it (`python -m tools.record --replay-check`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from memorybook.config import (
+    PROVENANCE_PATH,
+    RECORDING_ENV,
+    RECORDING_PATH,
+    REPO_ROOT,
+    USAGE_LOG_ENV,
+    shown_path,
+)
+from memorybook.recording import (
+    RecordingError,
+    describe_call,
+    leaf_values,
+    read_provenance,
+    read_recording,
+    write_text_atomically,
+)
+from tools.record.calls import run_every_call
+
+
+def accept(new_path: Path, recording: Path = RECORDING_PATH,
+           provenance_path: Path = PROVENANCE_PATH) -> int:
+    """Make the new recording the committed one, if it answers every call the notebooks make.
+
+    The provenance stays true value by value: a value equal to the one it replaces keeps that
+    one's origin (published, or filled by a rule), since a copy cannot be told from a
+    re-measurement; every other value was measured.
+    """
+    if not new_path.is_file():
+        print(f"Nothing to accept: there is no new recording at {shown_path(new_path)}. Make one "
+              "with `make record`.", file=sys.stderr)
+        return 1
+    try:
+        new = read_recording(new_path)
+    except RecordingError as error:
+        print(f"Not accepted: {error}", file=sys.stderr)
+        return 1
+    replayed = replay_in_a_new_process(new_path)
+    if replayed["unanswered"]:
+        print(f"Not accepted: {shown_path(new_path)} lacks calls the notebooks make: "
+              + "; ".join(replayed["unanswered"])
+              + ". Record them with `make record` (it resumes), then accept again.",
+              file=sys.stderr)
+        return 1
+    committed = read_recording(recording) if recording.exists() else {}
+    provenance = accepted_provenance(new, committed, read_provenance(provenance_path),
+                                     replayed["requests"])
+    text = new_path.read_text(encoding="utf-8")
+    provenance["recording_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    write_text_atomically(recording, text)
+    write_text_atomically(provenance_path, json.dumps(provenance, indent=2) + "\n")
+    print(f"{shown_path(recording)} now holds the {len(new)} recorded calls. Run "
+          "`make run` to refresh the notebooks' outputs, then review `git diff` before committing.")
+    return 0
+
+
+def replay_in_a_new_process(path: Path) -> dict:
+    """Replay every call of the collection from `path` in a new process that sends nothing.
+
+    Returns {"unanswered": [one line per call the recording cannot answer], "requests": {cache
+    key: request} of the calls made}. A new process, because the notebooks' modules open the
+    recording they use when they are imported.
+    """
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("TYPESAFE_API_KEY", USAGE_LOG_ENV)}
+    env[RECORDING_ENV] = str(path)
+    done = subprocess.run([sys.executable, "-m", "tools.record", "--replay-check"], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RecordingError(f"Replaying {shown_path(path)} failed: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def replay_check() -> int:
+    """Print, as JSON, which calls the recording in $MEMORYBOOK_RECORDING cannot answer."""
+    from memorybook import routing
+    from memorybook.replay import RecordingMissError
+
+    requests = {}
+
+    def note(key: str, model: str, state: str, questions: str) -> None:
+        requests[key] = {"model": model, "state": json.loads(state),
+                         "questions": json.loads(questions)}
+
+    routing.json_cache.note_lookups(note)
+    unanswered = []
+    for customer in routing.CUSTOMERS:  # one customer's calls do not depend on another's
+        try:
+            run_every_call([customer])
+        except RecordingMissError:  # the first call it lacks (the last one asked); later ones
+            missed = list(requests.values())[-1]  # depend on its answer
+            unanswered.append(describe_call(missed["state"], missed["questions"]))
+        except RecordingError as error:
+            unanswered.append(str(error).splitlines()[0])
+    print(json.dumps({"unanswered": unanswered, "requests": requests}))
+    return 0
+
+
+def accepted_provenance(new: dict, committed: dict, provenance: dict, requests: dict) -> dict:
+    """The provenance of the new recording: per value, measured or the origin it kept."""
+    entries = {}
+    for key in sorted(new):
+        before = provenance["entries"].get(key, {})
+        old_values = dict(leaf_values(committed.get(key, {})))
+        published, filled, measured = {}, {}, []
+        for field, value in leaf_values(new[key]):
+            if field in old_values and old_values[field] == value and field in before.get(
+                    "filled", {}):
+                filled[field] = before["filled"][field]
+            elif field in old_values and old_values[field] == value and field in before.get(
+                    "published", {}):
+                published[field] = before["published"][field]
+            else:
+                measured.append(field)
+        request = before.get("request") or requests.get(key)
+        call = before.get("call") or (describe_call(request["state"], request["questions"])
+                                      if request else key)
+        entries[key] = {"call": call, **({"table_row": before["table_row"]}
+                                         if "table_row" in before else {}),
+                        "measured": measured, "published": published, "filled": filled,
+                        **({"request": request} if request else {})}
+    return {
+        **provenance,
+        "origin": "recorded",
+        "about": "Accepted by `make accept-recording` from a live recording: a value equal to "
+                 "the one it replaced keeps that one's origin (published, or filled by a rule), "
+                 "since a copy cannot be told from a re-measurement; every other value was "
+                 "measured.",
+        "model": sorted({entry["model"] for entry in new.values()}),
+        "entries": entries,
+    }

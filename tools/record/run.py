@@ -1,0 +1,148 @@
+"""A live recording run: every call into the new recording, the notebooks on it, then the report.
+
+Any failure, or Ctrl-C, stops the whole run: calls still in flight are abandoned, the notebook
+kernels are stopped, and one line says what failed, what the new recording keeps and what next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+from memorybook.config import RECORDING_ENV, replay_only_reason, shown_path
+from memorybook.live import describe_api_failure, redact
+from memorybook.recording import RecordingError, read_recording, stop_writing
+from tools.record.calls import run_every_call
+from tools.record.report import compare
+from tools.stopping import in_background, stop_kernels, wait_for_all
+
+# tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
+# imports take over a second, which a dry run, a calls-only run and a stop need not pay.
+
+# Notebooks whose live calls go to a recording of their own (8: json_cache/next_steps.json).
+# A recording of the official calls does not run them: with a key they would ask new questions.
+OWN_RECORDING = {"08_next_steps.ipynb"}
+_STOPPED = threading.Event()  # set once a run was stopped
+
+
+class RecordingStopped(Exception):
+    """The run was stopped (a failure elsewhere, or Ctrl-C): no notebook runs on it."""
+
+
+def was_stopped() -> bool:
+    """Whether a run of this process was stopped: it then exits without further clean-up."""
+    return _STOPPED.is_set()
+
+
+def record(output: Path, notebooks_out: Path, notebooks: list[Path] | None = None) -> int:
+    """Record every call into `output`, run `notebooks` on it (None: all; []: none), report."""
+    reason = replay_only_reason()
+    if reason is not None:
+        print(f"Recording needs a live client, but {reason}. Nothing was sent.", file=sys.stderr)
+        return 2
+    os.environ[RECORDING_ENV] = str(output)
+    try:
+        already = len(read_recording(output))
+    except RecordingError as error:
+        print(f"Recording not started: {error}", file=sys.stderr)
+        return 1
+    print(f"Recording into {shown_path(output)} ({already} calls already in it).", flush=True)
+    calls: Future = Future()
+    try:
+        paths = notebooks_of_the_official_calls() if notebooks is None else notebooks
+        runs = start_notebooks(paths, calls)  # their kernels start during the calls
+        run_every_call()
+        calls.set_result(None)
+        write_notebooks(paths, wait_for_all(runs), notebooks_out)
+    except BaseException as error:  # noqa: BLE001 - every way out stops the run the same way
+        with _ignoring_ctrl_c():
+            return stop(error, calls, output, notebooks_out)
+    if not paths:
+        print("Notebooks not run (--calls-only): `make record` runs them on the new recording.\n")
+    else:
+        print(f"Notebooks run on it ({len(paths)}): {shown_path(notebooks_out)}/\n")
+    print("\n".join(compare(read_recording(output))))
+    return 0
+
+
+def notebooks_of_the_official_calls() -> list[Path]:
+    from tools.execute import notebook_paths
+
+    return [path for path in notebook_paths() if path.name not in OWN_RECORDING]
+
+
+def start_notebooks(paths: list[Path], calls: Future) -> list[Future]:
+    """Start a kernel for each notebook; its cells wait for `calls`."""
+    if not paths:
+        return []
+    from tools.execute import execute
+
+    return [in_background(execute, path, calls) for path in paths]
+
+
+def write_notebooks(paths: list[Path], notebooks: list, notebooks_out: Path) -> None:
+    if not paths:
+        return
+    import nbformat
+
+    notebooks_out.mkdir(parents=True, exist_ok=True)
+    for path, notebook in zip(paths, notebooks, strict=True):
+        nbformat.write(notebook, notebooks_out / path.name)
+
+
+@contextlib.contextmanager
+def _ignoring_ctrl_c():
+    """A second Ctrl-C must not interrupt the (short) clean-up of the first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path) -> int:
+    """Stop everything still running, and say in one line what failed, what was kept, what next."""
+    if not calls.done():
+        calls.set_exception(RecordingStopped("the recording run was stopped"))
+    _STOPPED.set()
+    complete = stop_writing(output)  # waits for a write in progress; refuses every later one
+    stop_kernels()
+    if (kernels := sys.modules.get("memorybook.kernels")) is not None:  # kernels were started
+        kernels.remove_socket_folders()  # their sockets' folders: this process ends with os._exit
+    try:
+        kept = f"{len(read_recording(output))} answers are kept in {shown_path(output)}"
+    except RecordingError as unreadable:
+        kept = f"the new recording cannot be read now ({unreadable})"
+    if not complete:
+        kept += " (a write was still in progress: check the file)"
+    print(redact(f"Recording stopped: {what_failed(error, notebooks_out)}. {kept}; fix the cause "
+                 "and run `make record` again to resume from there."), file=sys.stderr)
+    return 130 if isinstance(error, KeyboardInterrupt) else 1
+
+
+def what_failed(error: BaseException, notebooks_out: Path) -> str:
+    from typesafe_sdk import TypeSafeError
+
+    notebook_errors = sys.modules.get("nbclient.exceptions")  # loaded only if notebooks ran
+
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(error, TypeSafeError):
+        return describe_api_failure(error).removesuffix(".")
+    if isinstance(error, RecordingError):
+        return str(error).removesuffix(".")
+    if notebook_errors and isinstance(error, notebook_errors.CellExecutionError):
+        name = getattr(error, "ename", type(error).__name__)
+        return f"a notebook failed on the new recording ({name}: {getattr(error, 'evalue', '')})"
+    if isinstance(error, OSError):
+        where = f" {error.filename}" if error.filename else f" under {shown_path(notebooks_out)}"
+        return f"could not write{where}: {error.strerror or error}"
+    return f"{type(error).__name__}: {error}"
