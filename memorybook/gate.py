@@ -34,6 +34,11 @@ def as_memory(state: dict, questions: dict, response: SystemOneResponse) -> dict
     return {"request": state, "jev_answered": answered}
 
 
+from memorybook.replay import read_threshold_from
+
+read_threshold_from(lambda: REMEMBER_AT)  # read when a miss is explained
+
+
 # pattern: the gate
 GATE = {
     "remember": Noul(

@@ -11,7 +11,7 @@ __all__ = [
 
 import json
 
-from memorybook.config import USD_PER_BILLION_INPUT_TOKENS
+from memorybook.config import input_cost_usd
 from memorybook.memory import state_with_memories
 from memorybook.next_steps import relevance_requests
 from memorybook.recording import recorded_requests
@@ -65,4 +65,4 @@ def calls_to_pay(state: dict, memories: list[dict], gate: tuple[dict, dict]) -> 
 
 def usd_per_1000_calls(n_bytes: float, tokens_per_byte: float) -> float:
     """Estimated input cost of 1,000 calls of this size (output tokens are free)."""
-    return 1000 * n_bytes * tokens_per_byte * USD_PER_BILLION_INPUT_TOKENS / 1e9
+    return input_cost_usd(1000 * n_bytes * tokens_per_byte)

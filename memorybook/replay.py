@@ -11,7 +11,6 @@ this process met before), a playground link to exactly that call, and how to rec
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 
 import httpx2
@@ -203,21 +202,7 @@ def threshold_in_use() -> float | None:
     if _THRESHOLD_READERS:
         value = _THRESHOLD_READERS[-1]()
         return value if isinstance(value, int | float) else None
-    return _threshold_without_a_reader()
-
-
-def _threshold_without_a_reader() -> float | None:
-    """Until a reader is registered: the gate module's threshold, or notebook 2's own."""
-    gate = sys.modules.get("memorybook.gate")
-    if gate is not None and getattr(gate, "REMEMBER_AT", None) != RECORDED_REMEMBER_AT:
-        return gate.REMEMBER_AT
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
-    shell = get_ipython()
-    value = shell.user_ns.get("REMEMBER_AT") if shell is not None else None
-    return value if isinstance(value, int | float) else None
+    return None
 
 
 def how_to_record(reason: str) -> str:
