@@ -1,16 +1,8 @@
-"""Live calls that fail: one sentence a notebook reader can act on, instead of a traceback.
-
-Also the one place secrets are taken out of text: `redact` replaces the API key and any
-`Authorization` value in every message the project shows, writes or raises.
-"""
+"""Live calls that fail: one sentence a notebook reader can act on, instead of a traceback."""
 
 from __future__ import annotations
 
-import base64
-import json
 import os
-import re
-from urllib.parse import quote, quote_plus
 
 from typesafe_sdk import (
     TypeSafeAPIConnectionError,
@@ -24,17 +16,7 @@ from typesafe_sdk import (
 )
 
 from memorybook.config import API_KEY_ENV, ENDPOINT_ENV, TIMEOUT_ENV
-
-REDACTED = "[redacted]"
-_SHORTEST_SECRET = 8  # shorter keys are replaced as whole words only
-# "Authorization: Bearer x", "authorization": "Bearer x", 'Authorization': 'x', authorization=x
-_AUTHORIZATION_VALUE = re.compile(
-    r"""(?ix)(authorization \\?["']? \s* [:=] \s* \\?["']? \s*)   # the name and separator
-    (?!\[redacted\])[^\s"'\\,;}][^"'\\\r\n,;}]*    # the value, unless already redacted""",
-)
-_BEARER_TOKEN = re.compile(r"(?i)\b(bearer\s+)(?!\[redacted\])[^\s\"',;}\\]+")
-# The password of a URL with credentials (scheme://user:password@host), up to its last @.
-_URL_PASSWORD = re.compile(r"""(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@"'<>]*:)(?!\[redacted\]@)[^\s/"'<>]+@""")
+from memorybook.redaction import redact
 
 
 class CallTimeoutError(TypeSafeError):
@@ -45,49 +27,8 @@ class PlainHttpRefusedError(TypeSafeError):
     """A live call would have sent the API key over plain http to another machine."""
 
 
-def redact(text: object, *secrets: str) -> str:
-    """`text` as a string with the API key, any `Authorization` value and `secrets` replaced.
-
-    Every message that leaves the process goes through here: notebook outputs, `make record`
-    reports, and the errors this project raises. The key is taken from $TYPESAFE_API_KEY.
-    """
-    text = str(text)
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    for secret in (key, *secrets):
-        if len(secret) >= _SHORTEST_SECRET:
-            for form in sorted(_echoed_forms(secret), key=len, reverse=True):
-                text = text.replace(form, REDACTED)
-        elif secret:  # a short test key such as "k": whole words only, not every letter k
-            for form in {secret, json.dumps(secret)[1:-1], repr(secret)[1:-1]}:
-                text = re.sub(rf"(?<![\w-]){re.escape(form)}(?![\w-])", REDACTED, text)
-    text = _URL_PASSWORD.sub(lambda match: match.group(1) + REDACTED + "@", text)
-    text = _AUTHORIZATION_VALUE.sub(lambda match: match.group(1) + REDACTED, text)
-    return _BEARER_TOKEN.sub(lambda match: match.group(1) + REDACTED, text)
-
-
-def _echoed_forms(secret: str) -> set[str]:
-    """The ways a secret shows up when something echoes it: quoted, escaped, encoded."""
-    escaped = json.dumps(secret)[1:-1]
-    forms = {secret, escaped, repr(secret)[1:-1], escaped.replace("/", "\\/"),
-             quote(secret, safe=""), quote(secret), quote_plus(secret)}
-    return {form for form in forms | _base64_cores(secret) if len(form) >= _SHORTEST_SECRET}
-
-
-def _base64_cores(secret: str) -> set[str]:
-    """The part of a secret's base64 that is the same wherever it sits in the encoded bytes.
-
-    Base64 turns each 3 bytes into 4 characters, so the secret encodes differently at each of
-    the 3 offsets it can start at; at each, the groups made of its bytes alone are fixed.
-    """
-    raw = secret.encode()
-    cores = set()
-    for offset in range(3):
-        encoded = base64.b64encode(bytes(offset) + raw).decode()
-        start = 4 if offset else 0  # the first group mixes in the bytes before the secret
-        end = (offset + len(raw)) // 3 * 4  # a last, partial group mixes in the bytes after it
-        core = encoded[start:end]
-        cores |= {core, core.replace("+", "-").replace("/", "_")}
-    return cores
+class LiveCallFailed(RuntimeError):
+    """A live call failed; the message says what to do, with every secret taken out."""
 
 
 def describe_api_failure(error: TypeSafeError) -> str:

@@ -23,7 +23,7 @@ from memorybook.config import (
     recording_path,
     shown_path,
 )
-from memorybook.live import describe_api_failure
+from memorybook.live import LiveCallFailed, describe_api_failure
 from memorybook.recording import (
     RecordingError,
     cache_key,
@@ -216,10 +216,6 @@ def how_to_record(reason: str) -> str:
 def _short(value) -> str:
     text = json.dumps(value, ensure_ascii=False) if value is not _ABSENT else "absent"
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-class LiveCallFailed(RuntimeError):
-    """A live call failed; the message says what to do, with every secret taken out."""
 
 
 def explain_failures_in_notebooks() -> None:

@@ -21,8 +21,9 @@ import pytest
 from typesafe_sdk import TypeSafeAPIConnectionError
 
 from memorybook.config import RECORDING_PATH
-from memorybook.live import describe_api_failure, redact
+from memorybook.live import describe_api_failure
 from memorybook.recording import RecordingError
+from memorybook.redaction import redact
 from tests import helpers
 from tests.helpers import RECORD, REPO_ROOT, record_arguments
 from tools.loopback_server import LoopbackSystemOne

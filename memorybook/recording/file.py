@@ -18,9 +18,9 @@ import threading
 from pathlib import Path
 
 from memorybook.config import recording_path, restore_hint, shown_path
-from memorybook.live import redact
 from memorybook.recording.checks import entry_shape_problem
 from memorybook.recording.provenance import call_named_for
+from memorybook.redaction import redact
 
 
 class RecordingError(RuntimeError):

@@ -15,8 +15,9 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from memorybook.config import RECORDING_ENV, replay_only_reason, shown_path
-from memorybook.live import describe_api_failure, redact
+from memorybook.live import describe_api_failure
 from memorybook.recording import RecordingError, read_recording, stop_writing
+from memorybook.redaction import redact
 from tools.record.calls import run_every_call
 from tools.record.report import compare
 from tools.stopping import in_background, stop_kernels, wait_for_all
