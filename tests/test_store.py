@@ -37,6 +37,7 @@ from memorybook.store import (
     SQLiteMemoryStore,
     open_store,
 )
+from memorybook.store.sqlite import explain_sqlite_error
 from tests.helpers import REPO_ROOT
 from tests.helpers import small_tmpfs as mounted_tmpfs
 
@@ -802,8 +803,8 @@ def test_huge_ids_are_cut_short_in_error_messages(store: MemoryStore) -> None:
 def test_a_full_or_read_only_disk_never_advises_moving_the_file(
     tmp_path: Path, message: str
 ) -> None:
-    with SQLiteMemoryStore(tmp_path / "memories.sqlite3", key=new_key()) as store:
-        advice = str(store._database_error(sqlite3.OperationalError(message)))
+    path = tmp_path / "memories.sqlite3"
+    advice = str(explain_sqlite_error(sqlite3.OperationalError(message), path, "save()", 30))
     assert message in advice and "The file itself is fine" in advice
     assert "move it aside" not in advice
 
@@ -924,7 +925,7 @@ def test_a_memory_too_deep_to_read_is_named_by_recall_and_erased_all_the_same(
     with backend.open(max_memories=2) as store:
         with monkeypatch.context() as saved_before_the_limit:
             saved_before_the_limit.setattr(
-                "memorybook.store.MAX_MEMORY_NESTING", 100_000, raising=False
+                "memorybook.store.validation.MAX_MEMORY_NESTING", 100_000
             )
             limit = sys.getrecursionlimit()
             sys.setrecursionlimit(10_000)
@@ -960,10 +961,8 @@ def lock_held_elsewhere(backend: Backend, how: str) -> Iterator[None]:
     stopped with SIGSTOP (PostgreSQL only).
     """
     if how == "customer":
-        with backend.open() as other:
-            customer = other._keys.customer_digest("C-1042")
-            with other._write_transaction(customer):
-                yield
+        with backend.open() as other, other.customer_lock("C-1042"):
+            yield
         return
     if backend.name == "sqlite":
         holder = sqlite3.connect(backend.location, isolation_level=None)
