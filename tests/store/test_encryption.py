@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 
 import pytest
 
-from memorybook.store import MemoryStoreKeyError, open_store
-from tests.store.support import Backend, make_memory, new_key
+from memorybook.store import MemoryStoreError, MemoryStoreKeyError, open_store
+from tests.store.support import Backend, make_memory, new_key, ticket_ids
 
 # Distinctive strings that must never reach the disk in plaintext.
 SECRET_CUSTOMER_ID = "C-PLAINTEXT-7731"
@@ -91,3 +92,21 @@ def test_postgres_without_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     assert "MEMORYBOOK_STORE_KEY" in message
     assert "127.0.0.1:9/memories" in message
     assert "secret-password" not in message
+
+
+def test_a_row_copied_to_another_customer_fails_its_integrity_check(backend: Backend) -> None:
+    with backend.open() as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        elsewhere = store.sealed_row("C-2210", make_memory("C-2210", "T-1"))
+        connection, placeholder = backend.connect_directly()
+        with contextlib.closing(connection):
+            [(sealed,)] = connection.execute("SELECT sealed FROM memorybook_memories").fetchall()
+            connection.execute(
+                "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
+                f" VALUES ({placeholder}, {placeholder}, {placeholder})",
+                (elsewhere.customer_digest, elsewhere.ticket_digest, sealed),
+            )
+            connection.commit()
+        with pytest.raises(MemoryStoreError, match="failed its integrity check"):
+            store.recall("C-2210")
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
