@@ -14,8 +14,8 @@ schema there and drops it afterwards. It measures, as the median of several repe
 * the size on disk before and after those 100,000 extra rows.
 
 The bulk rows are written straight into the tables, in one transaction, from rows
-the store itself encrypted (``_row_for``), because 100,000 separate ``save()``
-transactions would measure nothing new and take minutes.
+the store itself checked and encrypted (``sealed_row()``), because 100,000 separate
+``save()`` transactions would measure nothing new and take minutes.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from benchmarks.markdown_table import markdown_table
-from memorybook.store import MemoryStore, PostgresMemoryStore, SQLiteMemoryStore
+from memorybook.store import MemoryStore, PostgresMemoryStore, SealedRow, SQLiteMemoryStore
 
 SAVE_REPEATS = 50  # single saves timed; the median is reported
 RECALL_REPEATS = 9  # recalls timed per size, after one warm-up
@@ -84,9 +84,6 @@ def median_ms(action: Callable[[], object], repeats: int, warm_up: bool = True) 
     return statistics.median(timings) * 1000
 
 
-Row = tuple[bytes, bytes, bytes]  # (customer digest, ticket digest, sealed memory)
-
-
 class Backend(Protocol):
     """One backend's store, plus a side door for bulk loading and measuring size."""
 
@@ -94,7 +91,7 @@ class Backend(Protocol):
 
     def open(self, max_memories: int) -> MemoryStore: ...
 
-    def bulk_insert(self, rows: list[Row]) -> None: ...
+    def bulk_insert(self, rows: list[SealedRow]) -> None: ...
 
     def size_bytes(self) -> int: ...
 
@@ -109,7 +106,7 @@ class SQLiteBackend:
     def open(self, max_memories: int) -> SQLiteMemoryStore:
         return SQLiteMemoryStore(self.path, key=self.key, max_memories=max_memories)
 
-    def bulk_insert(self, rows: list[Row]) -> None:
+    def bulk_insert(self, rows: list[SealedRow]) -> None:
         connection = sqlite3.connect(self.path, isolation_level=None)
         connection.execute("BEGIN IMMEDIATE")
         connection.executemany(INSERT_ROW_SQL, rows)
@@ -142,7 +139,7 @@ class PostgresBackend:
     def open(self, max_memories: int) -> PostgresMemoryStore:
         return PostgresMemoryStore(self.url, key=self.key, max_memories=max_memories)
 
-    def bulk_insert(self, rows: list[Row]) -> None:
+    def bulk_insert(self, rows: list[SealedRow]) -> None:
         with self.admin.transaction(), self.admin.cursor() as cursor:
             copy_sql = (
                 "COPY memorybook_memories (customer_digest, ticket_digest, sealed) FROM STDIN"
@@ -172,7 +169,7 @@ def time_recall(store: MemoryStore, customer_id: str) -> str:
 
 
 def measure(
-    backend: Backend, rows_for: Callable[[str, int], list[Row]], other_rows: list[Row]
+    backend: Backend, rows_for: Callable[[str, int], list[SealedRow]], other_rows: list[SealedRow]
 ) -> dict[str, str]:
     """Run every measurement on one backend; return figures keyed by row label."""
     figures: dict[str, str] = {}
@@ -216,15 +213,15 @@ def main() -> None:
             with backends[0].open(max_memories=1) as encrypting_store:
                 started = time.perf_counter()
                 other_rows = [
-                    encrypting_store._row_for(f"C-other-{c}", sample_memory(f"C-other-{c}", n))
+                    encrypting_store.sealed_row(f"C-other-{c}", sample_memory(f"C-other-{c}", n))
                     for c in range(OTHER_CUSTOMERS)
                     for n in range(MEMORIES_PER_OTHER_CUSTOMER)
                 ]
                 encrypt_seconds = time.perf_counter() - started
 
-                def rows_for(customer_id: str, count: int) -> list[Row]:
+                def rows_for(customer_id: str, count: int) -> list[SealedRow]:
                     return [
-                        encrypting_store._row_for(customer_id, sample_memory(customer_id, n))
+                        encrypting_store.sealed_row(customer_id, sample_memory(customer_id, n))
                         for n in range(count)
                     ]
 

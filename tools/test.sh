@@ -10,7 +10,7 @@
 #      kernel on one worker), the browser test file whole, and every other test on its own, so a
 #      long test runs on one worker while the others work through the rest;
 #   2. the `after_notebooks` tests alone, which read what every worker's kernels logged.
-# Arguments go to both runs (e.g. `tools/test.sh -q`, `tools/test.sh tests/test_store.py`).
+# Arguments go to both runs (e.g. `tools/test.sh -q`, `tools/test.sh tests/store`).
 #
 # When PostgreSQL is installed and no server is named in MEMORYBOOK_TEST_PG_URL, a throwaway one
 # is started on 127.0.0.1 for the store tests. Without one those tests are skipped with the reason

@@ -1,0 +1,46 @@
+"""Persistent, encrypted, per-customer memory: the store notebook 7 gives the wrapper.
+
+    from memorybook.store import open_store
+
+    with open_store() as store:
+        store.save("C-1042", memory)      # append; returns memories evicted by the cap
+        store.recall("C-1042")            # that customer's memories, oldest first
+        store.forget("C-1042", "T-101")   # delete them for good; returns what was deleted
+        store.forget_customer("C-1042")   # erase every memory of the customer; returns them
+
+What the store guarantees and how it is built: CONTRIBUTING.md, "The persistent store".
+"""
+
+from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, SealedRow
+from memorybook.store.encryption import STORE_KEY_ENV
+from memorybook.store.errors import MemoryNotFoundError, MemoryStoreError, MemoryStoreKeyError
+from memorybook.store.opening import DEFAULT_STORE_PATH, open_store
+from memorybook.store.postgres import (
+    POSTGRES_CONNECT_TIMEOUT_SECONDS,
+    POSTGRES_LOCK_TIMEOUT_SECONDS,
+    PostgresMemoryStore,
+)
+from memorybook.store.protocol import MemoryStore
+from memorybook.store.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, SQLiteMemoryStore
+from memorybook.store.urls import STORE_URL_ENV
+from memorybook.store.validation import MAX_MEMORY_BYTES, MAX_MEMORY_NESTING
+
+__all__ = [
+    "DEFAULT_STORE_PATH",
+    "MAX_MEMORIES_PER_CUSTOMER",
+    "MAX_MEMORY_BYTES",
+    "MAX_MEMORY_NESTING",
+    "POSTGRES_CONNECT_TIMEOUT_SECONDS",
+    "POSTGRES_LOCK_TIMEOUT_SECONDS",
+    "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "STORE_KEY_ENV",
+    "STORE_URL_ENV",
+    "MemoryNotFoundError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "MemoryStoreKeyError",
+    "PostgresMemoryStore",
+    "SQLiteMemoryStore",
+    "SealedRow",
+    "open_store",
+]

@@ -1,0 +1,271 @@
+"""What every store does, whatever its database: the calls, sealing rows, eviction, opening."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple, Self
+
+from memorybook.store.database import SqlDatabase
+from memorybook.store.encryption import STORE_KEY_ENV, Keys
+from memorybook.store.errors import (
+    MemoryNotFoundError,
+    MemoryStoreError,
+    MemoryStoreKeyError,
+    UnreadableMemory,
+)
+from memorybook.store.messages import shown
+from memorybook.store.urls import STORE_URL_ENV
+from memorybook.store.validation import (
+    check_limits,
+    checked_customer_id,
+    checked_memory_json,
+    checked_ticket_id,
+)
+
+MAX_MEMORIES_PER_CUSTOMER = 50
+
+
+class SealedRow(NamedTuple):
+    """One memory as a row of the memories table stores it, in the table's column order."""
+
+    customer_digest: bytes
+    ticket_digest: bytes
+    sealed: bytes
+
+
+def _one_call_at_a_time(method: Callable) -> Callable:
+    """Serialise calls on one store object, so that threads can share it.
+
+    Each call first lets the database make sure its connection is usable (``before_call``), and
+    is named in the errors it raises.
+    """
+
+    @functools.wraps(method)
+    def serialised(self: EncryptedStore, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self._database.current_call = f"{method.__name__}()"
+            self._open_keys()
+            self._database.before_call()
+            return method(self, *args, **kwargs)
+
+    return serialised
+
+
+class EncryptedStore:
+    """A memory store on any SQL database: checks, encryption, eviction, one call at a time.
+
+    A backend's store class passes ``connect``, which opens its database (an ``SqlDatabase``).
+    The store is open once the database's key check matches the key; if anything fails before,
+    the database is closed again.
+    """
+
+    def __init__(
+        self,
+        location: str,
+        max_memories: int,
+        timeout: float,
+        connect: Callable[[], SqlDatabase],
+    ) -> None:
+        check_limits(max_memories, timeout)
+        self.location = location
+        self.max_memories = max_memories
+        self.timeout = timeout
+        self.notices: list[str] = []
+        self._keys: Keys | None = None
+        self._is_open = False
+        self._lock = threading.RLock()
+        self._database = connect()
+        self._is_open = True
+        try:
+            self._keys, stored_check_value = self._database.open_tables()
+            if not self._keys.matches(stored_check_value):
+                raise MemoryStoreKeyError(
+                    f"This key did not encrypt {self.location}. Use the key it was created with "
+                    f"(the key argument or ${STORE_KEY_ENV}{self._database.key_hint}), or point "
+                    f"${STORE_URL_ENV} at a new store to start empty."
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the MemoryStore interface -------------------------------------------------
+
+    @_one_call_at_a_time
+    def recall(self, customer_id: str) -> list[dict]:
+        """Return this customer's memories, oldest first ([] for a customer with none)."""
+        keys = self._open_keys()
+        customer = keys.customer_digest(checked_customer_id(customer_id))
+        rows = self._database.run(
+            "SELECT ticket_digest, sealed FROM memorybook_memories"
+            " WHERE customer_digest = ? ORDER BY id",
+            (customer,),
+        )
+        memories = []
+        for position, (ticket, sealed) in enumerate(rows, start=1):
+            try:
+                memories.append(keys.unseal(customer, ticket, sealed))
+            except UnreadableMemory as unreadable:
+                raise MemoryStoreError(
+                    f"Memory number {position} of {len(rows)} (oldest first) of customer "
+                    f"{shown(customer_id)} in {self.location} {unreadable}, and cannot be read. "
+                    "Remove it with forget(customer_id, ticket_id) if you know its ticket, or "
+                    "erase all of this customer's memories with forget_customer(customer_id); or "
+                    "restore the store from a backup."
+                ) from None
+        return memories
+
+    @_one_call_at_a_time
+    def save(self, customer_id: str, memory: dict) -> list[dict]:
+        """Append a memory; return the memories evicted by the cap, oldest first (usually [])."""
+        customer, ticket, sealed = self.sealed_row(customer_id, memory)
+        with self._database.write_transaction(customer):
+            self._database.run(
+                "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
+                " VALUES (?, ?, ?)",
+                (customer, ticket, sealed),
+            )
+            [(count,)] = self._database.run(
+                "SELECT COUNT(*) FROM memorybook_memories WHERE customer_digest = ?", (customer,)
+            )
+            if count <= self.max_memories:
+                return []
+            oldest = self._database.run(
+                "SELECT id, ticket_digest, sealed FROM memorybook_memories"
+                " WHERE customer_digest = ? ORDER BY id LIMIT ?",
+                (customer, count - self.max_memories),
+            )
+            for row_id, _, _ in oldest:
+                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
+        # Read only once the rows are gone: what cannot be read is still evicted.
+        return self._readable(
+            customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
+        )
+
+    @_one_call_at_a_time
+    def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
+        """Delete this customer's memories of ``ticket_id`` for good; return them."""
+        keys = self._open_keys()
+        customer_id = checked_customer_id(customer_id)
+        ticket_id = checked_ticket_id(ticket_id)
+        customer = keys.customer_digest(customer_id)
+        ticket = keys.ticket_digest(customer_id, ticket_id)
+        with self._database.write_transaction(customer):
+            rows = self._database.run(
+                "SELECT id, sealed FROM memorybook_memories"
+                " WHERE customer_digest = ? AND ticket_digest = ? ORDER BY id",
+                (customer, ticket),
+            )
+            if not rows:
+                raise MemoryNotFoundError(
+                    f"Customer {shown(customer_id)} has no memory of ticket "
+                    f"{shown(ticket_id)} in {self.location}; check both ids (they are matched "
+                    "exactly, case and spaces included) against recall()."
+                )
+            for row_id, _ in rows:
+                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
+        self._database.after_forget()
+        return self._readable(
+            customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
+        )
+
+    @_one_call_at_a_time
+    def forget_customer(self, customer_id: str) -> list[dict]:
+        """Erase every memory of this customer for good; return those that could be read.
+
+        The right to erasure: every row of the customer is deleted in one transaction, readable
+        or not. The memories come back oldest first; a memory that failed its integrity check is
+        deleted too, is not in the list, and is counted in a line added to ``notices``. A
+        customer with no memories gives [].
+        """
+        keys = self._open_keys()
+        customer_id = checked_customer_id(customer_id)
+        customer = keys.customer_digest(customer_id)
+        with self._database.write_transaction(customer):
+            rows = self._database.run(
+                "SELECT ticket_digest, sealed FROM memorybook_memories"
+                " WHERE customer_digest = ? ORDER BY id",
+                (customer,),
+            )
+            self._database.run(
+                "DELETE FROM memorybook_memories WHERE customer_digest = ?", (customer,)
+            )
+        if rows:
+            self._database.after_forget()
+        return self._readable(customer_id, customer, rows, "Erased")
+
+    def close(self) -> None:
+        """Close the connection; calling it again does nothing."""
+        with self._lock:
+            if self._is_open:
+                self._is_open = False
+                self._database.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r}, max_memories={self.max_memories})"
+
+    # -- beyond the MemoryStore interface ------------------------------------------
+
+    def sealed_row(self, customer_id: str, memory: dict) -> SealedRow:
+        """Check a memory and return the row that stores it, encrypted; nothing is written.
+
+        ``save()`` writes such a row. Rows made here can be loaded in bulk straight into the
+        memories table of a store with the same key (the store benchmark does), bypassing the cap.
+        """
+        keys = self._open_keys()
+        customer_id = checked_customer_id(customer_id)
+        ticket_id, text = checked_memory_json(customer_id, memory)
+        customer = keys.customer_digest(customer_id)
+        ticket = keys.ticket_digest(customer_id, ticket_id)
+        return SealedRow(customer, ticket, keys.seal(customer, ticket, text))
+
+    @contextmanager
+    def customer_lock(self, customer_id: str) -> Iterator[None]:
+        """Hold, until the block ends, the lock that a write for this customer takes.
+
+        Saves and forgets for the customer through other store objects or processes wait
+        meanwhile, up to their time limit. Make no call on this store object inside the block.
+        """
+        with self._lock:
+            self._database.current_call = "customer_lock()"
+            keys = self._open_keys()
+            self._database.before_call()
+            customer = keys.customer_digest(checked_customer_id(customer_id))
+            with self._database.write_transaction(customer):
+                yield
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _readable(
+        self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str
+    ) -> list[dict]:
+        """The memories of these rows that can be read; a notice counts the others."""
+        keys = self._open_keys()
+        memories, unreadable = [], 0
+        for ticket, sealed in rows:
+            try:
+                memories.append(keys.unseal(customer, ticket, sealed))
+            except UnreadableMemory:
+                unreadable += 1
+        if unreadable:
+            self.notices.append(
+                f"{done} {unreadable} unreadable memory row(s) of customer {shown(customer_id)} "
+                f"in {self.location} (damaged, or nested too deeply to decode), so they are not "
+                "in the returned list."
+            )
+        return memories
+
+    def _open_keys(self) -> Keys:
+        if not self._is_open or self._keys is None:
+            raise MemoryStoreError(
+                f"The memory store {self.location} is closed; open it again with open_store()."
+            )
+        return self._keys

@@ -1,0 +1,72 @@
+"""What both backends do alike on their connection: create the tables, read the meta, close."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Any
+
+from memorybook.store import schema
+from memorybook.store.encryption import Keys
+from memorybook.store.errors import MemoryStoreError
+
+
+class SqlDatabase:
+    """A store's connection to its database. Each backend subclasses it.
+
+    The store names the call in progress in ``current_call``, for the backend's error messages.
+    """
+
+    dialect: schema.Dialect
+    key_hint = ""  # where else the store's key may be kept, for the wrong-key message
+    connection: Any
+
+    def __init__(self, location: str, timeout: float) -> None:
+        self.location = location
+        self.timeout = timeout
+        self.current_call = "opening the store"
+
+    def read_key_check(self) -> bytes:
+        """Return the stored key check value after making sure the meta table is ours."""
+        meta = dict(self.run(schema.READ_META))
+        if bytes(meta.get("format", b"")) != schema.STORE_FORMAT or "key_check" not in meta:
+            raise MemoryStoreError(
+                f"{self.location} holds a memorybook_meta table that this version of memorybook "
+                "does not recognise; open it with the memorybook version that created it, or use "
+                "a new store."
+            )
+        return bytes(meta["key_check"])
+
+    def create_tables(self, keys: Keys) -> bytes:
+        """Create the tables and the meta rows; return the key check value the store now holds.
+
+        Runs inside a write transaction. A racing first opening may have made them already: then
+        they are left as they are, and its key check value is returned.
+        """
+        for statement in schema.create_tables(self.dialect):
+            self.run(statement)
+        self.run(schema.INSERT_META, (schema.STORE_FORMAT, keys.check_value))
+        [(check_value,)] = self.run(schema.READ_KEY_CHECK)
+        return bytes(check_value)
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def before_call(self) -> None:
+        """Run before each call of the store, with the store's lock held."""
+
+    def after_forget(self) -> None:
+        """Run after memories were deleted."""
+
+    # -- what each backend provides ------------------------------------------------------
+
+    def open_tables(self) -> tuple[Keys, bytes]:
+        """The store's keys and its stored key check value, creating the tables of a new store."""
+        raise NotImplementedError
+
+    def run(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """One statement, written with ``?`` placeholders; its rows ([] if it returns none)."""
+        raise NotImplementedError
+
+    def write_transaction(self, lock_key: bytes) -> AbstractContextManager[None]:
+        """A transaction that waits for, then holds, the write lock of ``lock_key``'s writers."""
+        raise NotImplementedError

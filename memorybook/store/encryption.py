@@ -1,0 +1,133 @@
+"""The store key and what is derived from it: lookup digests, sealed memories, the key check.
+
+Memories are sealed with AES-256-GCM, each bound to the digests of its row, so a row copied to
+another customer fails to open. Customer and ticket ids are stored only as keyed HMAC-SHA256
+digests. Each working key is derived from the one store key (HKDF) for one purpose.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import re
+from collections.abc import Callable
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from memorybook.store.errors import MemoryStoreKeyError, UnreadableMemory
+from memorybook.store.validation import MAX_MEMORY_NESTING
+
+STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
+NEW_KEY_COMMAND = (
+    'python -c "import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"'
+)
+
+_KEY_CHECK_MESSAGE = b"memorybook key check"
+_SEALED_VERSION = b"\x01"
+_NONCE_BYTES = 12
+_KEY_TEXT = re.compile(r"[A-Za-z0-9_-]{43}=")  # 32 bytes in URL-safe base64, nothing else
+
+
+class Keys:
+    """The working keys derived from one store key, each for one purpose."""
+
+    def __init__(self, store_key: bytes) -> None:
+        self._cipher = AESGCM(_derive(store_key, b"memorybook: encrypt memories"))
+        self._lookup_key = _derive(store_key, b"memorybook: lookup digests")
+        check_key = _derive(store_key, b"memorybook: key check")
+        self.check_value = hmac.new(check_key, _KEY_CHECK_MESSAGE, hashlib.sha256).digest()
+
+    def matches(self, stored_check_value: bytes) -> bool:
+        """Whether the store's recorded key check value was made with this key."""
+        return hmac.compare_digest(bytes(stored_check_value), self.check_value)
+
+    def customer_digest(self, customer_id: str) -> bytes:
+        return self._digest(["customer", customer_id])
+
+    def ticket_digest(self, customer_id: str, ticket_id: str) -> bytes:
+        # Scoped to the customer, so the same ticket id under two customers is unlinkable.
+        return self._digest(["ticket", customer_id, ticket_id])
+
+    def seal(self, customer: bytes, ticket: bytes, text: str) -> bytes:
+        """A memory's JSON text, encrypted and bound to the digests of its row."""
+        nonce = os.urandom(_NONCE_BYTES)
+        ciphertext = self._cipher.encrypt(nonce, text.encode("utf-8"), customer + ticket)
+        return _SEALED_VERSION + nonce + ciphertext
+
+    def unseal(self, customer: bytes, ticket: bytes, sealed: bytes) -> dict:
+        """The memory in a row; ``UnreadableMemory`` says why a row cannot be read."""
+        sealed = bytes(sealed)
+        version = sealed[:1]
+        nonce, ciphertext = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        damaged = UnreadableMemory(
+            "failed its integrity check: it was changed or damaged outside memorybook"
+        )
+        if version != _SEALED_VERSION:
+            raise damaged
+        try:
+            text = self._cipher.decrypt(nonce, ciphertext, customer + ticket)
+            return json.loads(text)
+        except (InvalidTag, ValueError):
+            raise damaged from None
+        except RecursionError:
+            raise UnreadableMemory(
+                f"is nested too deeply to decode (it was saved before memorybook refused memories "
+                f"nested more than {MAX_MEMORY_NESTING} levels)"
+            ) from None
+
+    def _digest(self, parts: list[str]) -> bytes:
+        message = json.dumps(parts).encode("ascii")  # unambiguous, whatever the ids contain
+        return hmac.new(self._lookup_key, message, hashlib.sha256).digest()
+
+
+def _derive(store_key: bytes, purpose: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(store_key)
+
+
+def resolve_key(
+    key: str | bytes | None, location: str, otherwise: Callable[[], bytes]
+) -> bytes:
+    """The store key: the ``key`` argument, else ``$MEMORYBOOK_STORE_KEY``, else ``otherwise()``.
+
+    ``otherwise`` is the backend's own way: the key file of a SQLite store, or an error.
+    """
+    if key is not None:
+        return parse_key(key, "the key argument", location)
+    if os.environ.get(STORE_KEY_ENV):
+        return parse_key(os.environ[STORE_KEY_ENV], f"${STORE_KEY_ENV}", location)
+    return otherwise()
+
+
+def parse_key(key: str | bytes, source: str, location: str) -> bytes:
+    """Decode a store key: 32 random bytes in URL-safe base64 (as Fernet keys are)."""
+    text = key.strip() if isinstance(key, (str, bytes)) else None
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("ascii")
+        except UnicodeDecodeError:
+            text = None
+    raw = b""
+    if text and _KEY_TEXT.fullmatch(text):
+        try:
+            raw = base64.urlsafe_b64decode(text)
+        except (binascii.Error, ValueError):
+            raw = b""
+    if len(raw) == 32 and not any(raw):
+        raise MemoryStoreKeyError(
+            f"The key from {source} for {location} is all zero bytes, which is no secret: make a "
+            f"random one with {NEW_KEY_COMMAND}"
+        )
+    if len(raw) != 32:
+        raise MemoryStoreKeyError(
+            f"The key from {source} for {location} is malformed: expected 32 random bytes in "
+            f"URL-safe base64 (44 characters). Use the key the store was created with; for a new "
+            f"store make one with {NEW_KEY_COMMAND}"
+        )
+    return raw

@@ -1,0 +1,73 @@
+"""``open_store()``: the store a URL names, or the default SQLite file in the repository root."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER
+from memorybook.store.errors import MemoryStoreError
+from memorybook.store.messages import shown
+from memorybook.store.postgres import PostgresMemoryStore
+from memorybook.store.protocol import MemoryStore
+from memorybook.store.sqlite import SQLiteMemoryStore
+from memorybook.store.urls import STORE_URL_ENV, redacted, sqlite_path
+
+DEFAULT_STORE_PATH = Path(".memorybook") / "memories.sqlite3"
+
+
+def open_store(
+    url: str | None = None,
+    *,
+    key: str | bytes | None = None,
+    max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+    timeout: float | None = None,
+) -> MemoryStore:
+    """Open the memory store at ``url``.
+
+    ``url`` is ``sqlite:///relative/path.sqlite3`` (relative to the working directory),
+    ``sqlite:////absolute/path.sqlite3`` or ``postgresql://user@host:port/database``. It defaults
+    to ``$MEMORYBOOK_STORE_URL``, then to ``.memorybook/memories.sqlite3`` in the repository root
+    (the nearest folder at or above the working directory holding ``pyproject.toml``). ``key``
+    defaults to ``$MEMORYBOOK_STORE_KEY``. ``max_memories`` is the per-customer cap of this store
+    object. ``timeout`` is how many seconds a call waits for a lock held elsewhere before it fails
+    (default: 30 on SQLite, 20 on PostgreSQL).
+    """
+    options: dict[str, Any] = {"key": key, "max_memories": max_memories}
+    if timeout is not None:
+        options["timeout"] = timeout
+    if url is None:
+        url = os.environ.get(STORE_URL_ENV) or None
+    if url is None:
+        path = _repo_root(Path.cwd()) / DEFAULT_STORE_PATH
+        _create_private_folder(path.parent)
+        return SQLiteMemoryStore(path, **options)
+    scheme = url.partition(":")[0].lower()
+    if scheme == "sqlite":
+        return SQLiteMemoryStore(sqlite_path(url), **options)
+    if scheme in ("postgresql", "postgres"):
+        return PostgresMemoryStore(url, **options)
+    raise MemoryStoreError(
+        f"Unsupported memory store URL {shown(redacted(url))}: use "
+        "sqlite:///path/to/memories.sqlite3 or postgresql://user@host:port/database "
+        f"(pass url= or set {STORE_URL_ENV})."
+    )
+
+
+def _repo_root(start: Path) -> Path:
+    """The nearest folder at or above ``start`` holding pyproject.toml, else ``start``."""
+    for folder in (start, *start.parents):
+        if (folder / "pyproject.toml").is_file():
+            return folder
+    return start
+
+
+def _create_private_folder(folder: Path) -> None:
+    """Create the default store folder, readable only by us and ignored by git."""
+    if folder.is_dir():
+        return
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (folder / ".gitignore").write_text(
+        "# Created by memorybook: customer memories and their key stay out of git.\n*\n"
+    )

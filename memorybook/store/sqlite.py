@@ -1,0 +1,229 @@
+"""Memories in one local SQLite file: WAL mode, a key file beside it, errors naming whose fault."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
+from memorybook.store.database import SqlDatabase
+from memorybook.store.encryption import Keys, resolve_key
+from memorybook.store.errors import MemoryStoreError
+from memorybook.store.key_file import KeyFile
+from memorybook.store.schema import SQLITE
+from memorybook.store.urls import STORE_URL_ENV
+
+SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process's transaction
+
+# SQLite errors that say the disk or the permissions refused a write, not that the file is bad.
+_NOT_THE_FILES_FAULT = ("disk is full", "readonly", "read-only", "unable to open", "disk I/O")
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class SQLiteMemoryStore(EncryptedStore):
+    """Memories in one local SQLite file (WAL mode, encrypted rows).
+
+    ``path`` is the database file; its folder is created if missing. Without a
+    ``key`` argument or ``$MEMORYBOOK_STORE_KEY``, the key is read from
+    ``<path>.key`` -- created (mode 0600) for a new database, with a notice.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        key: str | bytes | None = None,
+        max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+        timeout: float = SQLITE_BUSY_TIMEOUT_SECONDS,
+    ) -> None:
+        self.path = Path(path).expanduser().absolute()
+        key_file = KeyFile(self.path)
+        self.key_path = key_file.path
+        super().__init__(
+            str(self.path),
+            max_memories,
+            timeout,
+            connect=lambda: SQLiteDatabase(key_file, self.timeout, key, self.notices),
+        )
+
+
+class SQLiteDatabase(SqlDatabase):
+    """The connection to a SQLite store's file, made only if the file is a store or empty."""
+
+    dialect = SQLITE
+
+    def __init__(
+        self, key_file: KeyFile, timeout: float, key: str | bytes | None, notices: list[str]
+    ) -> None:
+        self.path = key_file.database
+        super().__init__(str(self.path), timeout)
+        self.key_hint = f", or the key file {key_file.path}"
+        self._key_file = key_file
+        self._key = key
+        self._notices = notices
+        _refuse_foreign_file(self.path)
+        _create_private_file(self.path)
+        try:
+            self.connection = sqlite3.connect(
+                self.path,
+                timeout=self.timeout,
+                isolation_level=None,
+                check_same_thread=False,  # the store makes one call at a time
+            )
+        except sqlite3.Error as error:
+            raise self._error(error) from error
+
+    def open_tables(self) -> tuple[Keys, bytes]:
+        self.run("PRAGMA secure_delete = ON")
+        stored_check_value = self._stored_key_check()
+        keys = Keys(
+            resolve_key(
+                self._key,
+                self.location,
+                otherwise=lambda: self._key_file.key(
+                    has_data=stored_check_value is not None, notices=self._notices
+                ),
+            )
+        )
+        if stored_check_value is None:
+            self._switch_to_wal()
+            with self.write_transaction(b""):
+                stored_check_value = self.create_tables(keys)
+        return keys, stored_check_value
+
+    def run(self, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self.connection.execute(sql, params).fetchall()
+        except sqlite3.Error as error:
+            raise self._error(error) from error
+
+    @contextmanager
+    def write_transaction(self, lock_key: bytes) -> Iterator[None]:
+        # BEGIN IMMEDIATE takes the file's write lock up front, so concurrent writers
+        # queue (up to the busy timeout) instead of failing halfway through.
+        self.run(self.dialect.write_lock)
+        try:
+            yield
+        except BaseException:
+            with suppress(sqlite3.Error):  # keep the original error, not a failed rollback
+                self.connection.execute("ROLLBACK")
+            raise
+        self.run("COMMIT")
+
+    def after_forget(self) -> None:
+        # Copy the zeroed pages into the database file and empty the write-ahead log,
+        # so no earlier copy of the deleted rows stays in it. Best effort: it is
+        # skipped while another process is reading.
+        self.run("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _stored_key_check(self) -> bytes | None:
+        """Return the key check value, or None for a new (empty) database."""
+        tables = {
+            name for (name,) in self.run("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not tables:
+            return None
+        if "memorybook_meta" not in tables:
+            raise MemoryStoreError(
+                f"{self.path} is a SQLite database but not a memorybook memory store (it has "
+                "no memorybook_meta table). It was left untouched: point "
+                f"${STORE_URL_ENV} at another file."
+            )
+        return self.read_key_check()
+
+    def _switch_to_wal(self) -> None:
+        """Put the database in WAL mode, waiting out other processes doing the same.
+
+        Changing the journal mode needs the database to itself, and SQLite answers "locked" at
+        once (without its busy timeout) while another new opener holds it, so retry until the
+        busy timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        pause = 0.005
+        while True:
+            try:
+                [(mode,)] = self.connection.execute("PRAGMA journal_mode = WAL").fetchall()
+                if str(mode).lower() == "wal":
+                    return
+            except sqlite3.OperationalError as error:
+                if not _is_busy(error):
+                    raise self._error(error) from error
+                if time.monotonic() > deadline:
+                    raise self._error(error) from error
+            else:
+                if time.monotonic() > deadline:
+                    raise MemoryStoreError(
+                        f"Could not switch {self.path} to WAL mode (SQLite kept it in {mode!r})."
+                    )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+    def _error(self, error: sqlite3.Error) -> MemoryStoreError:
+        return explain_sqlite_error(error, self.path, self.current_call, self.timeout)
+
+
+def explain_sqlite_error(
+    error: sqlite3.Error, path: Path, call: str, timeout: float
+) -> MemoryStoreError:
+    """The store's error for a failed SQLite statement: whose fault it is, and what to do."""
+    message = str(error)
+    if _is_busy(error):
+        return MemoryStoreError(
+            f"{call} waited more than {timeout:g} s for the memory "
+            f"database {path}, which another process kept locked ({message}); nothing "
+            "was written. Try again when it has finished."
+        )
+    if any(sign in message for sign in _NOT_THE_FILES_FAULT):
+        return MemoryStoreError(
+            f"Could not write to the memory database {path} ({message}): the disk is "
+            "full, read-only, or the folder's permissions forbid it. The file itself is "
+            "fine: free space or fix the permissions, then try again; keep the file where "
+            "it is."
+        )
+    return MemoryStoreError(
+        f"Could not use the memory database {path} ({message}). If the file is damaged, "
+        "restore it from a backup, or move it aside to start with an empty store; memorybook "
+        "never overwrites it."
+    )
+
+
+def _refuse_foreign_file(path: Path) -> None:
+    """Refuse, before SQLite touches it, a non-empty file that is not a SQLite database."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise MemoryStoreError(
+            f"Cannot read the memory database {path} ({error.strerror}); fix its "
+            f"permissions or point ${STORE_URL_ENV} at another file."
+        ) from None
+    if header and header != _SQLITE_HEADER:
+        raise MemoryStoreError(
+            f"{path} is not a SQLite database, so it cannot be a memorybook memory store. "
+            f"It was left untouched: move it aside, or point ${STORE_URL_ENV} at another file."
+        )
+
+
+def _create_private_file(path: Path) -> None:
+    """Create a missing database file as mode 0600 (SQLite gives its -wal file the same)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise MemoryStoreError(
+            f"Cannot create the memory database {path} ({error.strerror}); choose a "
+            f"writable folder with ${STORE_URL_ENV}."
+        ) from None
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    message = str(error)
+    return "locked" in message or "busy" in message

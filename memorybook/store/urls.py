@@ -1,0 +1,66 @@
+"""Store URLs: the variable that names one, the SQLite form, and passwords kept out of messages."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+from memorybook.store.errors import MemoryStoreError
+from memorybook.store.messages import shown
+
+STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
+
+
+def sqlite_path(url: str) -> Path:
+    """``sqlite:///relative/path`` or ``sqlite:////absolute/path`` -> a path."""
+    prefix = "sqlite:///"
+    path = unquote(url[len(prefix) :]) if url.lower().startswith(prefix) else ""
+    if not path or "?" in path:
+        raise MemoryStoreError(
+            f"Cannot read a file path from {shown(url)}: write sqlite:///relative/path.sqlite3 or "
+            "sqlite:////absolute/path.sqlite3."
+        )
+    return Path(path)
+
+
+def _userinfo(url: str) -> tuple[str, str, str]:
+    """(``scheme://``, user info, the rest) of a URL, split at the last @ before any ? or #.
+
+    Found without a URL parser, so that a password holding unencoded @, /, or spaces, which
+    parsers split in other places, is still found whole.
+    """
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return "", "", url
+    before_query = re.split(r"[?#]", rest, maxsplit=1)[0]
+    user_info, at, _ = before_query.rpartition("@")
+    if not at:
+        return f"{scheme}://", "", rest
+    return f"{scheme}://", user_info, rest[len(user_info) + 1 :]
+
+
+def passwords_in(url: str) -> list[str]:
+    """The URL's passwords as they may appear in messages: as written and decoded, longest first."""
+    _, user_info, rest = _userinfo(url)
+    found = [user_info.partition(":")[2]] if ":" in user_info else []
+    found += re.findall(r"(?i)(?:^|[?&])password=([^&#]*)", rest.partition("?")[2])
+    forms = {form for secret in found for form in (secret, unquote(secret)) if form}
+    return sorted(forms, key=len, reverse=True)
+
+
+def password_needs_encoding(url: str) -> bool:
+    _, user_info, _ = _userinfo(url)
+    password = user_info.partition(":")[2]
+    return any(character in password for character in "@/?#") or any(
+        character.isspace() for character in password
+    )
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, fit for error messages."""
+    scheme, user_info, rest = _userinfo(url)
+    if ":" in user_info:
+        user_info = f"{user_info.partition(':')[0]}:***"
+    rest = re.sub(r"(?i)((?:^|[?&])password=)[^&#]*", r"\1***", rest)
+    return f"{scheme}{user_info}@{rest}" if user_info else f"{scheme}{rest}"

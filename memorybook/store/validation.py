@@ -1,0 +1,102 @@
+"""What a store accepts: customer and ticket ids, memories (shape, size, nesting), its limits."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from memorybook.store.messages import shown
+
+MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answers, not attachments
+# Levels of dicts and lists in one memory: far below what Python decodes at any stack depth.
+MAX_MEMORY_NESTING = 100
+
+
+def check_limits(max_memories: object, timeout: object) -> None:
+    """Refuse a per-customer cap or a time limit (in seconds) that is not a positive number."""
+    if not isinstance(max_memories, int) or isinstance(max_memories, bool) or max_memories < 1:
+        raise ValueError(f"max_memories must be a positive integer, got {shown(max_memories)}")
+    if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+            or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError(f"timeout must be a positive number of seconds, got {shown(timeout)}")
+
+
+def checked_customer_id(customer_id: object) -> str:
+    if not isinstance(customer_id, str) or not customer_id.strip():
+        raise ValueError(
+            f"customer_id must be a non-empty string, got {shown(customer_id)}: every memory "
+            "belongs to exactly one customer."
+        )
+    return customer_id
+
+
+def checked_ticket_id(ticket_id: object) -> str:
+    if not isinstance(ticket_id, str) or not ticket_id.strip():
+        raise ValueError(f"ticket_id must be a non-empty string, got {shown(ticket_id)}")
+    return ticket_id
+
+
+def checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
+    """Return (ticket id, JSON text) of a memory that may be saved for this customer."""
+    not_a_memory = ValueError(
+        "A memory must be a dict shaped like "
+        "{'request': {'customer': {'id': ...}, 'ticket': {'id': ...}}, ...}"
+    )
+    if not isinstance(memory, dict):
+        raise not_a_memory
+    try:
+        memory_customer_id = memory["request"]["customer"]["id"]
+        ticket_id = memory["request"]["ticket"]["id"]
+    except (KeyError, TypeError, IndexError):
+        raise not_a_memory from None
+    if memory_customer_id != customer_id:
+        raise ValueError(
+            f"This memory is for customer {shown(memory_customer_id)} (request.customer.id) but "
+            f"was saved for {shown(customer_id)}; refusing to file it under the wrong customer."
+        )
+    if not isinstance(ticket_id, str) or not ticket_id.strip():
+        raise ValueError(f"request.ticket.id must be a non-empty string, got {shown(ticket_id)}")
+    if _nested_deeper_than(memory, MAX_MEMORY_NESTING):
+        raise ValueError(
+            f"The memory of ticket {shown(ticket_id)} is nested more than {MAX_MEMORY_NESTING} "
+            "levels deep (dicts and lists within each other), or contains itself; a memory may "
+            f"nest at most {MAX_MEMORY_NESTING} levels."
+        )
+    try:
+        text = json.dumps(memory, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"The memory of ticket {shown(ticket_id)} is not JSON-serialisable: {error}"
+        ) from None
+    if len(text.encode("utf-8")) > MAX_MEMORY_BYTES:
+        raise ValueError(
+            f"The memory of ticket {shown(ticket_id)} is {len(text.encode('utf-8')):,} bytes of "
+            f"JSON; a memory may hold at most {MAX_MEMORY_BYTES:,}. Keep what the next request "
+            "needs, not whole attachments."
+        )
+    if json.dumps(json.loads(text)) != text:  # depth is bounded by the check above
+        raise ValueError(
+            f"The memory of ticket {shown(ticket_id)} would not come back as the same JSON (are "
+            "two keys equal once turned into strings?)."
+        )
+    return ticket_id, text
+
+
+def _nested_deeper_than(value: object, limit: int) -> bool:
+    """Whether dicts and lists nest more than ``limit`` levels in ``value``, found iteratively.
+
+    A value that contains itself nests without end, so it is deeper than any limit.
+    """
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False

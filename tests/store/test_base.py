@@ -1,0 +1,228 @@
+"""The calls every store answers alike: round trips, order, scoping, eviction, forgetting."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+
+import pytest
+
+from memorybook.store import (
+    MAX_MEMORIES_PER_CUSTOMER,
+    MemoryNotFoundError,
+    MemoryStore,
+    MemoryStoreError,
+)
+from tests.store.support import Backend, make_memory, nested, ticket_ids
+
+
+def test_recall_returns_saved_memories_byte_exact_and_in_order(store: MemoryStore) -> None:
+    saved = [make_memory("C-1042", f"T-{n}", text=f"message {n}") for n in range(5)]
+    for memory in saved:
+        assert store.save("C-1042", memory) == []
+    recalled = store.recall("C-1042")
+    assert json.dumps(recalled) == json.dumps(saved)
+    assert json.dumps(recalled, ensure_ascii=False) == json.dumps(saved, ensure_ascii=False)
+    assert [list(m["jev_answered"]) for m in recalled] == [list(m["jev_answered"]) for m in saved]
+
+
+def test_recall_of_unknown_customer_is_empty(store: MemoryStore) -> None:
+    assert store.recall("C-nobody") == []
+
+
+def test_memories_survive_reopening(backend: Backend) -> None:
+    saved = [make_memory("C-1042", "T-1"), make_memory("C-1042", "T-2")]
+    with backend.open() as store:
+        for memory in saved:
+            store.save("C-1042", memory)
+    with backend.open() as store:
+        assert json.dumps(store.recall("C-1042")) == json.dumps(saved)
+
+
+LOOKALIKE_CUSTOMER_IDS = [
+    "C-1042",
+    "c-1042",
+    "C-1042 ",
+    " C-1042",
+    "C-1042\n",
+    "C-10420",
+    "C-1042' OR '1'='1",
+    "C-1042'; DROP TABLE memorybook_memories; --",
+    '["customer", "C-1042"]',
+    "%",
+    "*",
+]
+
+
+def test_each_customer_recalls_only_their_own_memories(store: MemoryStore) -> None:
+    for customer_id in LOOKALIKE_CUSTOMER_IDS:
+        store.save(customer_id, make_memory(customer_id, "T-1", text=f"from {customer_id!r}"))
+    for customer_id in LOOKALIKE_CUSTOMER_IDS:
+        recalled = store.recall(customer_id)
+        assert len(recalled) == 1
+        assert recalled[0]["request"]["customer"]["id"] == customer_id
+    assert store.recall("C-1042 OR 1=1") == []
+
+
+def test_forget_cannot_reach_another_customers_memory(store: MemoryStore) -> None:
+    store.save("C-1042", make_memory("C-1042", "T-1"))
+    with pytest.raises(MemoryNotFoundError):
+        store.forget("c-1042", "T-1")
+    assert len(store.recall("C-1042")) == 1
+
+
+def test_forget_returns_deleted_memories_and_they_stay_gone(backend: Backend) -> None:
+    first = make_memory("C-1042", "T-1", text="first")
+    second = make_memory("C-1042", "T-2")
+    again = make_memory("C-1042", "T-1", text="follow-up")
+    with backend.open() as store:
+        for memory in (first, second, again):
+            store.save("C-1042", memory)
+        forgotten = store.forget("C-1042", "T-1")
+        assert json.dumps(forgotten) == json.dumps([first, again])
+        assert json.dumps(store.recall("C-1042")) == json.dumps([second])
+    with backend.open() as store:
+        assert json.dumps(store.recall("C-1042")) == json.dumps([second])
+        with pytest.raises(MemoryNotFoundError, match="T-1"):
+            store.forget("C-1042", "T-1")
+        with pytest.raises(MemoryNotFoundError):
+            store.forget("C-1042", "T-unknown")
+
+
+def test_saving_past_the_cap_evicts_the_oldest(store: MemoryStore) -> None:
+    saved = [make_memory("C-1042", f"T-{n}") for n in range(MAX_MEMORIES_PER_CUSTOMER + 2)]
+    for memory in saved[:MAX_MEMORIES_PER_CUSTOMER]:
+        assert store.save("C-1042", memory) == []
+    assert json.dumps(store.save("C-1042", saved[-2])) == json.dumps([saved[0]])
+    assert json.dumps(store.save("C-1042", saved[-1])) == json.dumps([saved[1]])
+    assert json.dumps(store.recall("C-1042")) == json.dumps(saved[2:])
+    assert store.recall("C-other") == []
+
+
+def test_lower_cap_applies_at_next_save(backend: Backend) -> None:
+    saved = [make_memory("C-1042", f"T-{n}") for n in range(5)]
+    with backend.open(max_memories=10) as store:
+        for memory in saved[:4]:
+            store.save("C-1042", memory)
+    with backend.open(max_memories=2) as store:
+        assert len(store.recall("C-1042")) == 4
+        assert json.dumps(store.save("C-1042", saved[4])) == json.dumps(saved[:3])
+        assert json.dumps(store.recall("C-1042")) == json.dumps(saved[3:])
+
+
+def test_closed_store_refuses_work(store: MemoryStore) -> None:
+    store.close()
+    store.close()
+    with pytest.raises(MemoryStoreError, match="closed"):
+        store.recall("C-1042")
+
+
+def damage_row(backend: Backend, position: int) -> None:
+    """Flip one byte of the ciphertext of the customer rows' `position`-th row (1 = oldest)."""
+    connection, placeholder = backend.connect_directly()
+    with contextlib.closing(connection):
+        rows = connection.execute("SELECT id, sealed FROM memorybook_memories ORDER BY id")
+        row_id, sealed = list(rows)[position - 1]
+        damaged = bytearray(sealed)
+        damaged[-1] ^= 0x01
+        connection.execute(
+            f"UPDATE memorybook_memories SET sealed = {placeholder} WHERE id = {placeholder}",
+            (bytes(damaged), row_id),
+        )
+        connection.commit()
+
+
+def test_a_damaged_memory_is_named_and_can_be_forgotten(backend: Backend) -> None:
+    with backend.open() as store:
+        for ticket in ("T-1", "T-2", "T-3"):
+            store.save("C-1042", make_memory("C-1042", ticket))
+    damage_row(backend, 2)
+    with backend.open() as store:
+        with pytest.raises(MemoryStoreError, match="Memory number 2 of 3 .oldest first.") as raised:
+            store.recall("C-1042")
+        assert "forget_customer" in str(raised.value) and "'C-1042'" in str(raised.value)
+        assert store.forget("C-1042", "T-2") == []  # unreadable: deleted, reported as a notice
+        assert "1 unreadable memory row(s) of customer 'C-1042'" in store.notices[-1]
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+
+
+def test_a_damaged_memory_does_not_block_saving_at_the_cap(backend: Backend) -> None:
+    with backend.open(max_memories=2) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        store.save("C-1042", make_memory("C-1042", "T-2"))
+    damage_row(backend, 1)
+    with backend.open(max_memories=2) as store:
+        assert store.save("C-1042", make_memory("C-1042", "T-3")) == []  # T-1 evicted, unreadable
+        assert "Evicted 1 unreadable memory row(s)" in store.notices[-1]
+        assert ticket_ids(store.recall("C-1042")) == ["T-2", "T-3"]
+
+
+def test_forget_customer_erases_every_memory_and_returns_the_readable_ones(
+    backend: Backend,
+) -> None:
+    with backend.open() as store:
+        for ticket in ("T-1", "T-2", "T-3", "T-1"):
+            store.save("C-1042", make_memory("C-1042", ticket))
+        store.save("C-2210", make_memory("C-2210", "T-9"))
+    damage_row(backend, 3)
+    with backend.open() as store:
+        erased = store.forget_customer("C-1042")
+        assert ticket_ids(erased) == ["T-1", "T-2", "T-1"]  # oldest first, damaged one left out
+        assert erased[0] == make_memory("C-1042", "T-1")
+        assert "Erased 1 unreadable memory row(s)" in store.notices[-1]
+        assert store.recall("C-1042") == []
+        assert store.forget_customer("C-1042") == []
+        assert ticket_ids(store.recall("C-2210")) == ["T-9"]  # other customers untouched
+    with backend.open() as store:
+        assert store.recall("C-1042") == []
+
+
+@pytest.mark.parametrize("erase", ["forget", "forget_customer", "eviction"])
+def test_a_memory_too_deep_to_read_is_named_by_recall_and_erased_all_the_same(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, erase: str
+) -> None:
+    deep = make_memory("C-1042", "T-deep")
+    deep["jev_answered"]["deep"] = nested(1500)  # deeper than Python can decode at its usual limit
+    with backend.open(max_memories=2) as store:
+        with monkeypatch.context() as saved_before_the_limit:
+            saved_before_the_limit.setattr(
+                "memorybook.store.validation.MAX_MEMORY_NESTING", 100_000
+            )
+            limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(10_000)
+            try:
+                store.save("C-1042", deep)
+            finally:
+                sys.setrecursionlimit(limit)
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        with pytest.raises(MemoryStoreError, match="Memory number 1 of 2 .oldest first.") as raised:
+            store.recall("C-1042")
+        assert "forget_customer" in str(raised.value)
+        if erase == "forget":
+            assert store.forget("C-1042", "T-deep") == []
+            assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+        elif erase == "forget_customer":
+            assert ticket_ids(store.forget_customer("C-1042")) == ["T-1"]
+            assert store.recall("C-1042") == []
+        else:
+            assert store.save("C-1042", make_memory("C-1042", "T-2")) == []
+            assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-2"]
+        assert "1 unreadable memory row(s)" in store.notices[-1]
+
+
+def test_a_sealed_row_written_straight_into_the_table_is_recalled(backend: Backend) -> None:
+    memory = make_memory("C-1042", "T-1")
+    with backend.open() as store:
+        row = store.sealed_row("C-1042", memory)
+        assert store.recall("C-1042") == []  # making the row wrote nothing
+        connection, placeholder = backend.connect_directly()
+        with contextlib.closing(connection):
+            connection.execute(
+                "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
+                f" VALUES ({placeholder}, {placeholder}, {placeholder})",
+                row,
+            )
+            connection.commit()
+        assert json.dumps(store.recall("C-1042")) == json.dumps([memory])
+        assert store.forget("C-1042", "T-1") == [memory]

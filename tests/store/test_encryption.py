@@ -1,0 +1,112 @@
+"""Encryption at rest and the store key: nothing in plaintext, wrong and malformed keys refused."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+
+import pytest
+
+from memorybook.store import MemoryStoreError, MemoryStoreKeyError, open_store
+from tests.store.support import Backend, make_memory, new_key, ticket_ids
+
+# Distinctive strings that must never reach the disk in plaintext.
+SECRET_CUSTOMER_ID = "C-PLAINTEXT-7731"
+
+
+SECRET_TICKET_ID = "T-PLAINTEXT-4410"
+
+
+SECRET_TICKET_TEXT = "our vault combination is 31-7-44, please rotate it"
+
+
+def test_nothing_is_stored_in_plaintext(backend: Backend) -> None:
+    with backend.open() as store:
+        for n in range(3):
+            memory = make_memory(
+                SECRET_CUSTOMER_ID, f"{SECRET_TICKET_ID}-{n}", text=SECRET_TICKET_TEXT
+            )
+            store.save(SECRET_CUSTOMER_ID, memory)
+        raw = backend.raw_bytes()  # while open: SQLite's new rows are still in the -wal file
+        assert len(raw) > 1000
+        secrets = [
+            SECRET_CUSTOMER_ID,
+            SECRET_TICKET_ID,
+            SECRET_TICKET_TEXT,
+            "Acme Corp",
+            "Adding an admin",
+        ]
+        for secret in secrets:
+            for encoded in (
+                secret.encode(),
+                secret.encode().hex().encode(),
+                secret.encode("utf-16-le"),
+            ):
+                assert encoded not in raw, f"{secret!r} found in the raw store"
+        assert backend.key.encode() not in raw
+
+
+def test_wrong_key_fails_at_open(backend: Backend) -> None:
+    with backend.open() as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    with pytest.raises(MemoryStoreKeyError, match="did not encrypt") as raised:
+        backend.open(key=new_key())
+    assert backend.location.split("?")[0] in str(raised.value)
+
+
+def test_malformed_key_is_rejected(backend: Backend) -> None:
+    for malformed in ["not a key", "c2hvcnQ=", base64.urlsafe_b64encode(os.urandom(31)).decode()]:
+        with pytest.raises(MemoryStoreKeyError, match="malformed"):
+            backend.open(key=malformed)
+
+
+@pytest.mark.parametrize(
+    "bad_key",
+    [
+        pytest.param(lambda key: key + "junk", id="trailing junk"),
+        pytest.param(lambda key: key[:20] + "!" + key[20:], id="junk inside"),
+        pytest.param(lambda key: key + "=", id="extra padding"),
+        pytest.param(lambda key: base64.urlsafe_b64encode(bytes(32)).decode(), id="all zero"),
+    ],
+)
+def test_keys_that_only_look_valid_are_refused(backend: Backend, bad_key) -> None:
+    with pytest.raises(MemoryStoreKeyError, match="malformed|all zero"):
+        backend.open(key=bad_key(backend.key))
+
+
+def test_key_is_read_from_environment(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    with backend.open() as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    monkeypatch.setenv("MEMORYBOOK_STORE_KEY", backend.key)
+    with open_store(backend.url) as store:
+        assert len(store.recall("C-1042")) == 1
+
+
+def test_postgres_without_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    url = "postgresql://memorybook:secret-password@127.0.0.1:9/memories"
+    with pytest.raises(MemoryStoreKeyError, match="needs an encryption key") as raised:
+        open_store(url)
+    message = str(raised.value)
+    assert "MEMORYBOOK_STORE_KEY" in message
+    assert "127.0.0.1:9/memories" in message
+    assert "secret-password" not in message
+
+
+def test_a_row_copied_to_another_customer_fails_its_integrity_check(backend: Backend) -> None:
+    with backend.open() as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        elsewhere = store.sealed_row("C-2210", make_memory("C-2210", "T-1"))
+        connection, placeholder = backend.connect_directly()
+        with contextlib.closing(connection):
+            [(sealed,)] = connection.execute("SELECT sealed FROM memorybook_memories").fetchall()
+            connection.execute(
+                "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
+                f" VALUES ({placeholder}, {placeholder}, {placeholder})",
+                (elsewhere.customer_digest, elsewhere.ticket_digest, sealed),
+            )
+            connection.commit()
+        with pytest.raises(MemoryStoreError, match="failed its integrity check"):
+            store.recall("C-2210")
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]

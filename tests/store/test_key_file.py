@@ -1,0 +1,86 @@
+"""The key file beside a SQLite store: created once with a notice, refused unless private."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from memorybook.store import MemoryStoreKeyError, SQLiteMemoryStore
+from tests.store.support import make_memory, new_key, ticket_ids
+
+
+def test_local_key_file_is_created_with_notice_and_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    key_path = tmp_path / "memories.sqlite3.key"
+    with SQLiteMemoryStore(path) as store:
+        assert key_path.exists()
+        assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
+        assert len(store.notices) == 1
+        assert str(key_path) in store.notices[0]
+        assert "lost" in store.notices[0]
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    key_text = key_path.read_text()
+    with SQLiteMemoryStore(path) as store:
+        assert store.notices == []
+        assert len(store.recall("C-1042")) == 1
+    assert key_path.read_text() == key_text
+    with SQLiteMemoryStore(path, key=key_text) as store:
+        assert len(store.recall("C-1042")) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "memories.sqlite3",
+        "memories.sqlite3.key",
+    ]
+
+
+def test_missing_key_file_for_existing_database_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    (tmp_path / "memories.sqlite3.key").unlink()
+    with pytest.raises(MemoryStoreKeyError, match="key file .* is missing"):
+        SQLiteMemoryStore(path)
+    assert not (tmp_path / "memories.sqlite3.key").exists()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o666])
+def test_a_key_file_others_can_read_or_write_is_refused_until_made_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    key_path = path.with_name(path.name + ".key")
+    key_path.chmod(mode)
+    with pytest.raises(MemoryStoreKeyError) as raised:
+        SQLiteMemoryStore(path)
+    assert f"chmod 600 {key_path}" in str(raised.value)
+    assert f"{mode:04o}" in str(raised.value)
+    key_path.chmod(0o600)
+    with SQLiteMemoryStore(path) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+
+
+def test_a_key_file_planted_by_another_user_beside_a_new_store_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    planted = path.with_name(path.name + ".key")
+    planted.write_text(new_key() + "\n")
+    planted.chmod(0o600)
+    os.chown(planted, 65534, 65534)  # nobody
+    with pytest.raises(MemoryStoreKeyError, match="owned by another user") as raised:
+        SQLiteMemoryStore(path)
+    assert str(planted) in str(raised.value)

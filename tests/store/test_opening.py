@@ -1,0 +1,61 @@
+"""open_store(): the backend a URL names, the default file, the cap and time limit it passes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memorybook.store import MemoryStoreError, SQLiteMemoryStore, open_store
+from tests.store.support import Backend, make_memory, new_key, ticket_ids
+
+
+def test_open_store_opens_backend_url(backend: Backend) -> None:
+    with open_store(backend.url, key=backend.key) as store:
+        assert isinstance(store, backend.store_class)
+        store.save("C-1", make_memory("C-1", "T-1"))
+    with backend.open() as store:
+        assert len(store.recall("C-1")) == 1
+
+
+def test_default_store_lives_in_repo_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_URL", raising=False)
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    with open_store() as store:
+        assert isinstance(store, SQLiteMemoryStore)
+        assert store.path == tmp_path / ".memorybook" / "memories.sqlite3"
+        assert any(".memorybook/memories.sqlite3.key" in notice for notice in store.notices)
+    assert (tmp_path / ".memorybook" / ".gitignore").exists()
+
+
+def test_store_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMORYBOOK_STORE_URL", "sqlite:///nested/folder/store.sqlite3")
+    with open_store(key=new_key()) as store:
+        assert isinstance(store, SQLiteMemoryStore)
+        assert store.path == tmp_path / "nested" / "folder" / "store.sqlite3"
+
+
+def test_unsupported_url_is_a_clear_error() -> None:
+    with pytest.raises(MemoryStoreError, match="Unsupported memory store URL"):
+        open_store("mysql://root:hunter2@db/memories", key=new_key())
+
+
+def test_open_store_takes_a_cap(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORYBOOK_STORE_KEY", backend.key)
+    with open_store(backend.url, max_memories=1) as store:
+        assert store.max_memories == 1
+        assert store.save("C-1042", make_memory("C-1042", "T-1")) == []
+        evicted = store.save("C-1042", make_memory("C-1042", "T-2"))
+        assert evicted == [make_memory("C-1042", "T-1")]
+        assert ticket_ids(store.recall("C-1042")) == ["T-2"]
+
+
+def test_open_store_takes_a_time_limit(backend: Backend) -> None:
+    with open_store(backend.url, key=backend.key, timeout=1.5) as store:
+        assert store.timeout == 1.5
+    with open_store(backend.url, key=backend.key) as store:
+        assert store.timeout == (30 if backend.name == "sqlite" else 20)

@@ -1,0 +1,138 @@
+"""The SQLite backend: deleted rows leave the file; foreign, damaged or full files; first opens."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memorybook.store import MemoryStoreError, SQLiteMemoryStore
+from memorybook.store.sqlite import explain_sqlite_error
+from tests.helpers import small_tmpfs as mounted_tmpfs
+from tests.store.support import finish, make_memory, new_key, run_python
+
+
+def test_forgotten_ciphertext_is_not_left_in_sqlite_file(tmp_path: Path) -> None:
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path, key=new_key()) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1", text="x" * 3000))
+        store.save("C-1042", make_memory("C-1042", "T-2"))
+        with sqlite3.connect(path) as peek:
+            [(sealed,)] = peek.execute("SELECT sealed FROM memorybook_memories ORDER BY id LIMIT 1")
+        peek.close()
+        store.forget("C-1042", "T-1")
+        leftovers = b"".join(p.read_bytes() for p in tmp_path.glob("memories.sqlite3*"))
+        assert sealed[100:164] not in leftovers
+    leftovers = b"".join(p.read_bytes() for p in tmp_path.glob("memories.sqlite3*"))
+    assert sealed[100:164] not in leftovers
+
+
+def test_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "memories.sqlite3"
+    content = b"these are my notes, not a database\n" * 200
+    path.write_bytes(content)
+    with pytest.raises(MemoryStoreError, match="not a SQLite database") as raised:
+        SQLiteMemoryStore(path, key=new_key())
+    assert str(path) in str(raised.value)
+    assert path.read_bytes() == content
+
+
+def test_other_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.sqlite3"
+    with sqlite3.connect(path) as other:
+        other.execute("CREATE TABLE customers (id TEXT)")
+    other.close()
+    content = path.read_bytes()
+    with pytest.raises(MemoryStoreError, match="not a memorybook memory store"):
+        SQLiteMemoryStore(path, key=new_key())
+    assert path.read_bytes() == content
+
+
+def test_damaged_database_raises_store_error_and_is_not_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "memories.sqlite3"
+    key = new_key()
+    with SQLiteMemoryStore(path, key=key) as store:
+        for n in range(20):
+            store.save("C-1042", make_memory("C-1042", f"T-{n}", text="y" * 2000))
+    content = bytearray(path.read_bytes())
+    page_size = int.from_bytes(content[16:18], "big")
+    content[page_size:] = b"\xa5" * (len(content) - page_size)  # keep page 1, ruin the rest
+    path.write_bytes(bytes(content))
+    with pytest.raises(MemoryStoreError, match=str(path)):
+        with SQLiteMemoryStore(path, key=key) as store:
+            store.recall("C-1042")
+    assert path.read_bytes() == bytes(content)
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["database or disk is full", "attempt to write a readonly database", "disk I/O error"],
+)
+def test_a_full_or_read_only_disk_never_advises_moving_the_file(
+    tmp_path: Path, message: str
+) -> None:
+    path = tmp_path / "memories.sqlite3"
+    advice = str(explain_sqlite_error(sqlite3.OperationalError(message), path, "save()", 30))
+    assert message in advice and "The file itself is fine" in advice
+    assert "move it aside" not in advice
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (a store fills it); skipped without mount rights."""
+    with mounted_tmpfs(tmp_path, "64k") as mount_point:
+        yield mount_point
+
+
+def test_a_really_full_disk_is_explained_without_blaming_the_file(small_tmpfs: Path) -> None:
+    with SQLiteMemoryStore(small_tmpfs / "memories.sqlite3", key=new_key()) as store:
+        with pytest.raises(MemoryStoreError) as raised:
+            for n in range(1000):
+                store.save("C-1042", make_memory("C-1042", f"T-{n}", text=os.urandom(4000).hex()))
+    assert "disk is full" in str(raised.value) and "The file itself is fine" in str(raised.value)
+    assert "move it aside" not in str(raised.value)
+
+
+FIRST_OPENS = """
+    import sys, time
+    from pathlib import Path
+    from memorybook.store import SQLiteMemoryStore
+
+    folder, name = Path(sys.argv[1]), sys.argv[2]
+    processes, rounds = int(sys.argv[3]), int(sys.argv[4])
+    failures = []
+    for n in range(rounds):
+        (folder / f"ready-{n}-{name}").touch()
+        deadline = time.monotonic() + 60
+        while len(list(folder.glob(f"ready-{n}-*"))) < processes:
+            assert time.monotonic() < deadline, "the other processes never got ready"
+            time.sleep(0.001)
+        try:
+            SQLiteMemoryStore(folder / f"round-{n}.sqlite3").close()
+        except Exception as error:
+            failures.append(f"round {n}: {error}")
+    print("\\n".join(failures))
+"""
+
+
+def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)  # the key file is raced for too
+    processes, rounds = 8, 20
+    openers = [
+        run_python(FIRST_OPENS, str(tmp_path), str(n), str(processes), str(rounds))
+        for n in range(processes)
+    ]
+    try:
+        failures = [line for opener in openers for line in finish(opener).splitlines() if line]
+    finally:
+        for opener in openers:
+            if opener.poll() is None:
+                opener.kill()
+                opener.communicate()
+    assert failures == [], f"{len(failures)} of {processes * rounds} openings failed"
+    keys = {(tmp_path / f"round-{n}.sqlite3.key").read_bytes() for n in range(rounds)}
+    assert len(keys) == rounds  # one key per store, shared by every opener

@@ -1,0 +1,134 @@
+"""What a store refuses: ids, memories that are not memories, too large or too deep, bad limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from memorybook.store import MAX_MEMORY_BYTES, MemoryStore, MemoryStoreError
+from tests.store.support import Backend, make_memory, nested
+
+
+def test_memory_for_another_customer_is_rejected(store: MemoryStore) -> None:
+    with pytest.raises(ValueError, match="wrong customer"):
+        store.save("C-2210", make_memory("C-1042", "T-1"))
+    assert store.recall("C-2210") == []
+    assert store.recall("C-1042") == []
+
+
+@pytest.mark.parametrize("bad_id", ["", "   ", None, 1042, b"C-1042"])
+def test_customer_id_must_be_a_non_empty_string(store: MemoryStore, bad_id: object) -> None:
+    with pytest.raises(ValueError, match="customer_id must be a non-empty string"):
+        store.recall(bad_id)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="customer_id must be a non-empty string"):
+        store.save(bad_id, make_memory("C-1042", "T-1"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="customer_id must be a non-empty string"):
+        store.forget(bad_id, "T-1")  # type: ignore[arg-type]
+
+
+def test_memory_that_is_not_json_serialisable_is_rejected(store: MemoryStore) -> None:
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"]["when"] = {1, 2}
+    with pytest.raises(ValueError, match="not JSON-serialisable"):
+        store.save("C-1042", memory)
+    memory["jev_answered"]["when"] = float("nan")
+    with pytest.raises(ValueError, match="not JSON-serialisable"):
+        store.save("C-1042", memory)
+    assert store.recall("C-1042") == []
+
+
+@pytest.mark.parametrize(
+    "bad_memory", [None, [], "memory", {"request": {}}, {"request": {"customer": {"id": "C-1042"}}}]
+)
+def test_memory_without_customer_and_ticket_ids_is_rejected(
+    store: MemoryStore, bad_memory: object
+) -> None:
+    with pytest.raises(ValueError, match="shaped like"):
+        store.save("C-1042", bad_memory)  # type: ignore[arg-type]
+
+
+def test_a_deeply_nested_memory_is_a_value_error(store: MemoryStore) -> None:
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"]["deep"] = nested(100_000)
+    with pytest.raises(ValueError, match="nested more than 100 levels"):
+        store.save("C-1042", memory)
+
+
+def test_a_memory_has_a_size_limit(store: MemoryStore) -> None:
+    memory = make_memory("C-1042", "T-1", text="x" * (MAX_MEMORY_BYTES + 1))
+    with pytest.raises(ValueError, match="at most 1,000,000"):
+        store.save("C-1042", memory)
+    assert store.recall("C-1042") == []
+    store.save("C-1042", make_memory("C-1042", "T-2", text="x" * (MAX_MEMORY_BYTES // 2)))
+
+
+def test_huge_ids_are_cut_short_in_error_messages(store: MemoryStore) -> None:
+    huge = "C-" + "9" * 1_000_000
+    for call in (
+        lambda: store.forget(huge, "T-1"),
+        lambda: store.forget("C-1042", huge),
+        lambda: store.save("C-1042", make_memory(huge, "T-1")),
+        lambda: store.save(huge, make_memory("C-1042", "T-1")),
+    ):
+        with pytest.raises((MemoryStoreError, ValueError)) as raised:
+            call()
+        assert len(str(raised.value)) < 2000
+        assert "1,000,004 characters" in str(raised.value)
+
+
+def at_stack_depth(frames: int, call):
+    """`call()` made from `frames` frames deeper than here, as from inside a kernel or framework."""
+    if frames == 0:
+        return call()
+    return at_stack_depth(frames - 1, call)
+
+
+def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
+    """Save memories nested 1..deepest levels; each accepted one must recall, evict and forget.
+
+    The store caps the customer at one memory, so each save evicts the memory accepted before,
+    unless that one was forgotten (every tenth). Returns the depths that were accepted.
+    """
+    accepted: list[int] = []
+    previous = None
+    for depth in range(1, deepest + 1):
+        memory = make_memory("C-1042", f"T-{depth}")
+        memory["jev_answered"]["deep"] = nested(depth)
+        try:
+            evicted = store.save("C-1042", memory)
+        except ValueError as error:
+            assert "nested" in str(error), error
+            continue
+        accepted.append(depth)
+        assert evicted == ([] if previous is None else [previous])
+        assert store.recall("C-1042") == [memory]
+        if depth % 10 == 0:
+            assert store.forget("C-1042", f"T-{depth}") == [memory]
+            previous = None
+        else:
+            previous = memory
+    assert store.forget_customer("C-1042") == ([] if previous is None else [previous])
+    return accepted
+
+
+def test_every_nesting_depth_is_refused_or_fully_usable_whatever_the_callers_stack(
+    backend: Backend,
+) -> None:
+    with backend.open(max_memories=1) as store:
+        shallow = sweep_nesting_depths(store, 2000)
+        deep = at_stack_depth(600, lambda: sweep_nesting_depths(store, 2000))
+    assert shallow == deep == list(range(1, len(shallow) + 1)), "accepted depths must not vary"
+    assert len(shallow) >= 20, "ordinary memories must still be accepted"
+
+
+@pytest.mark.parametrize("bad_cap", [0, -1, 2.5, True])
+def test_cap_must_be_a_positive_integer(backend: Backend, bad_cap: object) -> None:
+    with pytest.raises(ValueError, match="max_memories"):
+        backend.open(max_memories=bad_cap)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad_timeout", [0, -1, float("nan"), float("inf"), "5", True])
+def test_the_time_limit_must_be_a_positive_number_of_seconds(
+    backend: Backend, bad_timeout: object
+) -> None:
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        backend.open(timeout=bad_timeout)  # type: ignore[arg-type]
