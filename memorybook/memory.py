@@ -34,10 +34,13 @@ class InMemoryMemories:
         return []
 
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
-        """Erase the memories made from one ticket; return them."""
+        """Erase the memories made from one ticket and return them; KeyError if there are none."""
         saved = self._by_customer.get(customer_id, [])
+        erased = [memory for memory in saved if ticket_id_of(memory) == ticket_id]
+        if not erased:
+            raise KeyError(f"customer {customer_id} has no memory of ticket {ticket_id}")
         self._by_customer[customer_id] = [m for m in saved if ticket_id_of(m) != ticket_id]
-        return [m for m in saved if ticket_id_of(m) == ticket_id]
+        return erased
 
     def forget_customer(self, customer_id: str) -> list[dict]:
         """Erase all of one customer's memories; return what was erased, oldest first."""

@@ -145,7 +145,7 @@ def save_replacing(store, customer: str, memory: dict,
                    ask: Callable = ask_next_step) -> list[dict]:
     """Save a memory and forget the saved ones it supersedes; return what was forgotten.
 
-    `store` needs `forget(customer_id, ticket_id)`, as the stores in memorybook/store.py have.
+    `store` needs `forget(customer_id, ticket_id)`: the in-kernel memories and the stores have it.
     The new memory is saved first: if the store refuses it, every saved memory stays.
     """
     saved = store.recall(customer)

@@ -20,7 +20,7 @@ from memorybook.store.postgres import (
     POSTGRES_LOCK_TIMEOUT_SECONDS,
     PostgresMemoryStore,
 )
-from memorybook.store.protocol import MemoryStore
+from memorybook.store.protocol import Memories, MemoryStore
 from memorybook.store.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, SQLiteMemoryStore
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import MAX_MEMORY_BYTES, MAX_MEMORY_NESTING
@@ -36,6 +36,7 @@ __all__ = [
     "STORE_KEY_ENV",
     "STORE_URL_ENV",
     "MemoryNotFoundError",
+    "Memories",
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreKeyError",

@@ -10,6 +10,7 @@ import pytest
 
 from memorybook.store import (
     MAX_MEMORIES_PER_CUSTOMER,
+    Memories,
     MemoryNotFoundError,
     MemoryStore,
     MemoryStoreError,
@@ -88,6 +89,13 @@ def test_forget_returns_deleted_memories_and_they_stay_gone(backend: Backend) ->
             store.forget("C-1042", "T-1")
         with pytest.raises(MemoryNotFoundError):
             store.forget("C-1042", "T-unknown")
+        with pytest.raises(KeyError) as not_found:  # what code for the in-kernel memories catches
+            store.forget("C-1042", "T-unknown")
+        assert "T-unknown" in str(not_found.value) and not str(not_found.value).startswith("'")
+
+
+def test_a_store_is_memories_the_wrapper_can_be_given(store: MemoryStore) -> None:
+    assert isinstance(store, Memories) and isinstance(store, MemoryStore)
 
 
 def test_saving_past_the_cap_evicts_the_oldest(store: MemoryStore) -> None:
