@@ -98,7 +98,7 @@ class LoopbackSystemOne:
         self.requests: list[dict] = []
         self._hits = self._misses = 0
         self._lock = threading.Lock()
-        self._stopped = threading.Event()  # also wakes sleeping and hanging handlers
+        self.stopped = threading.Event()  # also wakes sleeping and hanging handlers
         self._server: ThreadingHTTPServer | None = None
         self._timer: threading.Timer | None = None
 
@@ -126,9 +126,9 @@ class LoopbackSystemOne:
     def stop(self) -> None:
         """Stop accepting connections and release held requests; safe to call more than once."""
         with self._lock:
-            if self._stopped.is_set() or self._server is None:
+            if self.stopped.is_set() or self._server is None:
                 return
-            self._stopped.set()
+            self.stopped.set()
         if self._timer is not None:
             self._timer.cancel()
         self._server.shutdown()  # called from a handler or timer thread, never the serving thread
@@ -136,7 +136,7 @@ class LoopbackSystemOne:
 
     def wait(self) -> None:
         """Block until the server stops (limits reached); Ctrl-C still interrupts."""
-        while not self._stopped.wait(0.5):
+        while not self.stopped.wait(0.5):
             pass
 
     # Answers are (status, headers, body bytes), or None to drop the connection unanswered.
@@ -164,9 +164,9 @@ class LoopbackSystemOne:
             self.failure_count is None or number <= self.failure_count
         )
         if failing and self.failure == "hang":
-            self._stopped.wait(max(HANG_SECONDS, self.latency))
+            self.stopped.wait(max(HANG_SECONDS, self.latency))
             return None
-        self._stopped.wait(self.latency)
+        self.stopped.wait(self.latency)
         if problem is not None:
             return problem
         if failing and self.failure == "trickle":
@@ -246,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
             for index in range(len(content)):
                 self.wfile.write(content[index : index + 1])
                 self.wfile.flush()
-                if owner._stopped.wait(owner.trickle_seconds):
+                if owner.stopped.wait(owner.trickle_seconds):
                     break
             self.close_connection = True
         except OSError:  # the client gave up (e.g. timed out) first
