@@ -1,4 +1,4 @@
-"""The reader's path, in a real browser: each notebook opened in JupyterLab and run, twice.
+"""The reader's path, in a real browser: each notebook opened in JupyterLab and run.
 
     .venv/bin/python -m pytest tests/test_browser.py            # this test alone (or -m browser)
     .venv/bin/python -m pytest tests/test_browser.py -k 06      # one notebook
@@ -11,9 +11,9 @@ notebook the page clears its outputs, runs all cells and checks that no cell err
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
 Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 6).
-Then it runs all cells again in the same kernel, as a reader who presses Run All twice does, and
-checks the same. The kernel is shut down and the tab closed before the next notebook; a
-screenshot of each notebook after its first run goes to build/browser/.
+(A second Run All in the same kernel is tests/test_reader_path.py's last pass: the outputs it
+checks are the ones compared here.) The kernel is shut down and the tab closed before the next
+notebook; a screenshot of each notebook after its run goes to build/browser/.
 
 The browser is the Chromium or Chrome binary that $MEMORYBOOK_BROWSER names, by default Debian's
 /usr/bin/chromium (`apt-get install chromium`); Playwright's own browser download is never used.
@@ -125,7 +125,7 @@ def lab_page(tmp_path_factory):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_a_reader_runs_the_notebook_twice_in_jupyterlab(path, lab_page):
+def test_a_reader_runs_the_notebook_in_jupyterlab(path, lab_page):
     page = lab_page
     committed = json.loads(path.read_text(encoding="utf-8"))
     try:
@@ -134,16 +134,10 @@ def test_a_reader_runs_the_notebook_twice_in_jupyterlab(path, lab_page):
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / f"{path.stem}.png")
         if problems:
-            pytest.fail(report(path, "first Run All", problems), pytrace=False)
-        again = check_run_all(page, path, committed)
-        if again:
-            pytest.fail(report(path, "second Run All, same kernel", again), pytrace=False)
+            pytest.fail(f"{path.name}, Run All:\n" + "\n".join(f"- {p}" for p in problems),
+                        pytrace=False)
     finally:
         close_notebook(page)
-
-
-def report(path: Path, run: str, problems: list[str]) -> str:
-    return f"{path.name}, {run}:\n" + "\n".join(f"- {problem}" for problem in problems)
 
 
 def test_memorybook_browser_names_the_browser_and_a_wrong_path_is_named(tmp_path):
