@@ -17,8 +17,8 @@ help: ## List the targets
 		END { for (i = 1; i <= n; i++) printf "  make %-" width "s   %s\n", name[i], text[i] }' \
 		$(MAKEFILE_LIST)
 
-# uv, at the version and hashes the lock pins, installed into .venv by the venv's own pip: the
-# one bootstrap step that needs nothing but python3.
+# uv, at the version and hashes requirements.txt pins, installed into .venv by the venv's own
+# pip: the one bootstrap step that needs nothing but python3.
 $(UV):
 	$(PYTHON) -m venv $(VENV)
 	awk '/^uv==/ { found = 1 } found { print; if ($$0 !~ /\\$$/) exit }' requirements.txt \
@@ -35,7 +35,7 @@ $(INSTALLED): uv.lock pyproject.toml Makefile | $(UV)
 	$(UV) sync --quiet --locked --no-python-downloads --compile-bytecode
 	touch $@
 
-setup: $(INSTALLED) ## Create .venv and install exactly requirements.txt (the lock)
+setup: $(INSTALLED) ## Create .venv and install exactly uv.lock (the lock), and this project
 
 # requirements.txt, the same lock for plain pip: exactly the versions of uv.lock (as
 # constraints), with hashes, for every platform, from the oldest Python pyproject.toml allows.
