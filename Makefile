@@ -8,7 +8,8 @@ INSTALLED := $(VENV)/.installed
 AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock run test lab lint export pattern recording record record-calls record-dry-run \
+.PHONY: help setup lock upgrade run test lab lint export pattern recording record record-calls \
+	record-dry-run \
 	accept-recording benchmark clean
 
 help: ## List the targets
@@ -17,8 +18,8 @@ help: ## List the targets
 		END { for (i = 1; i <= n; i++) printf "  make %-" width "s   %s\n", name[i], text[i] }' \
 		$(MAKEFILE_LIST)
 
-# uv, at the version and hashes the lock pins, installed into .venv by the venv's own pip: the
-# one bootstrap step that needs nothing but python3.
+# uv, at the version and hashes requirements.txt pins, installed into .venv by the venv's own
+# pip: the one bootstrap step that needs nothing but python3.
 $(UV):
 	$(PYTHON) -m venv $(VENV)
 	awk '/^uv==/ { found = 1 } found { print; if ($$0 !~ /\\$$/) exit }' requirements.txt \
@@ -26,21 +27,39 @@ $(UV):
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
 		--require-hashes -r $(VENV)/uv-pin.txt
 
-# Exactly the lock: uv removes whatever it does not list, then adds this project, editable.
-# --compile-bytecode: uv, unlike pip, leaves no .pyc files by default, and where
-# PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every process, kernel and test
-# would then compile each module it imports again.
-$(INSTALLED): requirements.txt pyproject.toml Makefile | $(UV)
-	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes --compile-bytecode \
-		requirements.txt
-	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
+# Exactly uv.lock, the dev group included: uv removes whatever the lock does not list, then adds
+# this project, editable. --locked stops when uv.lock no longer matches pyproject.toml (run
+# `make lock`) instead of resolving anew. --compile-bytecode: uv, unlike pip, leaves no .pyc
+# files by default, and where PYTHONDONTWRITEBYTECODE is set (as on this project's machines)
+# every process, kernel and test would then compile each module it imports again.
+$(INSTALLED): uv.lock pyproject.toml Makefile | $(UV)
+	$(UV) sync --quiet --locked --no-python-downloads --compile-bytecode
 	touch $@
 
-setup: $(INSTALLED) ## Create .venv and install exactly requirements.txt (the lock)
+setup: $(INSTALLED) ## Create .venv and install exactly uv.lock (the lock), and this project
 
-lock: | $(UV) ## After editing requirements.in: pin it, and all it needs, in requirements.txt
-	$(UV) pip compile --quiet --generate-hashes --python-version 3.11 --python-platform linux \
-		--no-strip-extras --custom-compile-command 'make lock' requirements.in -o requirements.txt
+# requirements.txt, the same lock for plain pip: exactly the versions of uv.lock (as
+# constraints), with hashes, for every platform, from the oldest Python pyproject.toml allows.
+# --no-strip-extras keeps `jsonschema[format-nongpl]==...`: without the extra in the pin, pip
+# refuses a hashed lock that holds a distribution below its newest version when another one asks
+# for it with an extra (pypa/pip#9644), as jupyter-events asks for jsonschema.
+OLDEST_PYTHON := $(shell sed -n 's/^requires-python = ">=\([0-9.]*\).*/\1/p' pyproject.toml)
+define LOCK_FOR_PIP
+$(UV) export --quiet --frozen --all-groups --no-emit-project --no-hashes --no-header \
+	--no-annotate -o $(VENV)/uv-lock-versions.txt
+$(UV) pip compile --quiet pyproject.toml --group dev --universal \
+	--python-version $(OLDEST_PYTHON) --no-strip-extras --generate-hashes \
+	--constraints $(VENV)/uv-lock-versions.txt --custom-compile-command 'make lock' \
+	-o requirements.txt
+endef
+
+lock: | $(UV) ## After changing the requirements in pyproject.toml: update uv.lock, requirements.txt
+	$(UV) lock --quiet
+	$(LOCK_FOR_PIP)
+
+upgrade: | $(UV) ## Move every pin to the newest version pyproject.toml allows (then `make setup test`)
+	$(UV) lock --quiet --upgrade
+	$(LOCK_FOR_PIP)
 
 run: $(INSTALLED) ## Set up, run every notebook from the recording, print the headline results
 	$(BIN)/python -m tools.execute

@@ -29,7 +29,8 @@ from pathlib import Path
 from benchmarks.markdown_table import timings_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SETUP_INPUTS = ["Makefile", "requirements.txt", "requirements.in", "pyproject.toml", "memorybook"]
+SETUP_INPUTS = ["Makefile", "requirements.txt", "uv.lock", "pyproject.toml", "README.md", "LICENSE",
+                "memorybook"]
 HOST_PYTHON = shutil.which("python3") or sys.executable
 
 

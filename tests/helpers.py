@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from lzstring import LZString
@@ -79,24 +80,57 @@ def copy_of_the_collection(destination: Path) -> Path:
     return destination
 
 
-@contextlib.contextmanager
-def small_tmpfs(folder: Path, size: str):
-    """A tmpfs of `size` mounted at folder/small, unmounted afterwards, for a really full disk.
+@dataclass(frozen=True)
+class SmallTmpfs:
+    """A small tmpfs in a user and mount namespace of its own, which any user may make.
 
-    Skips the test where this process may not mount one (mounting needs root).
+    Only processes in that namespace see it at `mount_point`: run commands there with `enter`
+    before them (they keep their working directory). This process reaches the same files
+    through `here`, the namespace's root as /proc shows it; a path that is resolved (by SQLite,
+    by `Path.resolve()`) loses the namespace, so what must write to the tmpfs runs through
+    `enter`.
+    """
+
+    mount_point: Path
+    here: Path
+    enter: tuple[str, ...]
+
+
+@contextlib.contextmanager
+def small_tmpfs(folder: Path, size: str, *, read_only: bool = False):
+    """A SmallTmpfs of `size` at folder/small, gone when the block ends (its namespace with it).
+
+    Where no user namespace can be made, the test is skipped, and fails under CI.
     """
     import pytest
 
     mount_point = folder / "small"
     mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                              str(mount_point)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    options = f"size={size}" + (",ro" if read_only else "")
+    holder = subprocess.Popen(  # mounts, says so, then holds the namespace until stdin closes
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+         'mount -t tmpfs -o "$1" tmpfs "$2" && echo mounted && exec cat', "sh", options,
+         str(mount_point)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        yield mount_point
+        if holder.stdout.readline().strip() != "mounted":
+            why = holder.communicate(timeout=10)[1].strip()
+            message = (f"cannot mount a tmpfs in a user namespace: {why} (Ubuntu from 24.04 allows"
+                       " one after `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)")
+            (pytest.fail if os.environ.get("CI") else pytest.skip)(message)
+        yield SmallTmpfs(
+            mount_point=mount_point,
+            here=Path(f"/proc/{holder.pid}/root") / mount_point.relative_to("/"),
+            enter=("nsenter", f"--target={holder.pid}", "--user", "--mount",
+                   "--preserve-credentials", "--wd=.", "--"))
     finally:
-        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+        if holder.poll() is None:
+            holder.stdin.close()
+            try:
+                holder.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                holder.kill()
+                holder.wait()
 
 
 def kernels_of(pid: int) -> list[int]:

@@ -1,4 +1,4 @@
-"""The reader's path, in a real browser: each notebook opened in JupyterLab and run, twice.
+"""The reader's path, in a real browser: each notebook opened in JupyterLab and run.
 
     .venv/bin/python -m pytest tests/test_browser.py            # this test alone (or -m browser)
     .venv/bin/python -m pytest tests/test_browser.py -k 06      # one notebook
@@ -11,13 +11,14 @@ notebook the page clears its outputs, runs all cells and checks that no cell err
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
 Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 6).
-Then it runs all cells again in the same kernel, as a reader who presses Run All twice does, and
-checks the same. The kernel is shut down and the tab closed before the next notebook; a
-screenshot of each notebook after its first run goes to build/browser/.
+(A second Run All in the same kernel is tests/test_reader_path.py's last pass: the outputs it
+checks are the ones compared here.) The kernel is shut down and the tab closed before the next
+notebook; a screenshot of each notebook after its run goes to build/browser/.
 
-The browser is Debian's `chromium` (`apt-get install chromium`); Playwright's own browser
-download is never used. Without Chromium or Playwright the tests are skipped, saying why, except
-in CI (CI set), where they fail. JupyterLab does not save the notebooks it runs here (autosave
+The browser is the Chromium or Chrome binary that $MEMORYBOOK_BROWSER names, by default Debian's
+/usr/bin/chromium (`apt-get install chromium`); Playwright's own browser download is never used.
+Without a browser or Playwright the tests are skipped, saying why, except in CI (CI set), where
+they fail. JupyterLab does not save the notebooks it runs here (autosave
 is off, checkpoints go to a temporary folder); the committed files are compared byte for byte
 before and after all the same.
 """
@@ -29,7 +30,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,8 @@ from tests.jupyterlab_server import jupyterlab_server
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium")  # Debian's package: /usr/bin/chromium
+BROWSER_ENV = "MEMORYBOOK_BROWSER"  # the path of a Chromium or Chrome binary
+DEFAULT_BROWSER = Path("/usr/bin/chromium")  # Debian's package
 CHROMIUM_ARGS = [  # a fresh profile is Playwright's own; nothing may reach for the network
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -59,12 +60,28 @@ LINKS_TO_UNRECORDED_CALLS = {"07_persistent_memory": 1, "08_next_steps": 12}
 TEXT_MIMES = ("text/plain", "text/markdown")
 
 
-def why_no_browser() -> str | None:
-    if CHROMIUM is None:
-        return "no Chromium: install Debian's package (apt-get install chromium)"
-    if importlib.util.find_spec("playwright") is None:
-        return "no Playwright in this environment (pip install playwright; no browser download)"
-    return None
+def chosen_browser(environ=os.environ, default: Path = DEFAULT_BROWSER) -> tuple[Path | None, str]:
+    """The browser binary to drive, or None and why there is none."""
+    named = environ.get(BROWSER_ENV)
+    if named:
+        path = Path(named)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path, ""
+        return None, f"{BROWSER_ENV}={named} is not an executable file"
+    if default.is_file() and os.access(default, os.X_OK):
+        return default, ""
+    return None, (f"no browser: set {BROWSER_ENV} to a Chromium or Chrome binary, or install "
+                  f"Debian's chromium ({default})")
+
+
+def browser_or_skip() -> Path:
+    """The browser to drive; without one, or without Playwright, skip (fail under CI)."""
+    browser, why = chosen_browser()
+    if browser is not None and importlib.util.find_spec("playwright") is None:
+        why = "no Playwright in this environment (pip install playwright; no browser download)"
+    if why:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(why)
+    return browser
 
 
 @pytest.fixture(scope="module")
@@ -74,18 +91,20 @@ def lab_page(tmp_path_factory):
     The server serves a copy of the collection, so that its notebook 7 keeps its store apart
     from any other run of that notebook at the same time (nbval's, in a parallel test run).
     """
-    missing = why_no_browser()
-    if missing:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(missing)
-    from playwright.sync_api import sync_playwright
+    browser_path = browser_or_skip()
+    from playwright.sync_api import Error, sync_playwright
 
     served = copy_of_the_collection(tmp_path_factory.mktemp("collection"))
     committed = {path: path.read_bytes() for path in (served / "notebooks").glob("*.ipynb")}
     try:
         with jupyterlab_server(served) as lab, sync_playwright() as playwright:
-            browser = playwright.chromium.launch(  # while the server starts
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=OPEN_SECONDS * 1000
-            )
+            try:
+                browser = playwright.chromium.launch(  # while the server starts
+                    executable_path=browser_path, args=CHROMIUM_ARGS, timeout=OPEN_SECONDS * 1000
+                )
+            except Error as error:
+                pytest.fail(f"the browser {browser_path} ({BROWSER_ENV} or the default) did not "
+                            f"start: {error.message.splitlines()[0]}", pytrace=False)
             try:
                 lab.wait_until_ready()
                 page = browser.new_page(viewport={"width": 1280, "height": 1024})
@@ -108,25 +127,31 @@ def lab_page(tmp_path_factory):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_a_reader_runs_the_notebook_twice_in_jupyterlab(path, lab_page):
+def test_a_reader_runs_the_notebook_in_jupyterlab(path, lab_page):
     page = lab_page
     committed = json.loads(path.read_text(encoding="utf-8"))
     try:
         open_notebook(page, path)
-        first = check_run_all(page, path, committed)
+        problems = check_run_all(page, path, committed)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / f"{path.stem}.png")
-        if first:
-            pytest.fail(report(path, "first Run All", first), pytrace=False)
-        again = check_run_all(page, path, committed)
-        if again:
-            pytest.fail(report(path, "second Run All, same kernel", again), pytrace=False)
+        if problems:
+            pytest.fail(f"{path.name}, Run All:\n" + "\n".join(f"- {p}" for p in problems),
+                        pytrace=False)
     finally:
         close_notebook(page)
 
 
-def report(path: Path, run: str, problems: list[str]) -> str:
-    return f"{path.name}, {run}:\n" + "\n".join(f"- {problem}" for problem in problems)
+def test_memorybook_browser_names_the_browser_and_a_wrong_path_is_named(tmp_path):
+    wrapper = tmp_path / "browser"
+    wrapper.write_text("#!/bin/sh\n", encoding="utf-8")
+    wrapper.chmod(0o755)
+    missing = tmp_path / "missing"
+    assert chosen_browser({BROWSER_ENV: str(wrapper)}, default=missing) == (wrapper, "")
+    assert chosen_browser({}, default=wrapper) == (wrapper, "")
+    for environ in ({BROWSER_ENV: str(missing)}, {BROWSER_ENV: str(tmp_path)}, {}):
+        browser, why = chosen_browser(environ, default=missing)
+        assert browser is None and BROWSER_ENV in why
 
 
 # --- driving JupyterLab (window.jupyterapp; the open notebook's panel is window.panel) ---

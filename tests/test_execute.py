@@ -17,7 +17,6 @@ import nbformat
 import pytest
 
 from tests.helpers import NOTEBOOKS, REPO_ROOT, kernels_of, small_tmpfs, wait_until
-from tools import execute
 
 
 def edited_copy(path: Path) -> nbformat.NotebookNode:
@@ -46,28 +45,38 @@ def fill(folder: Path) -> None:
             pass
 
 
+# `make run`'s own code, with the kernel run replaced by edited_copy, in the tmpfs's namespace.
+MAKE_RUN_WITHOUT_KERNELS = """
+import sys
+from tests.test_execute import edited_copy
+execute.execute = edited_copy
+sys.exit(execute.main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.parametrize("disk", ["full", "read-only"])
-def test_make_run_on_a_full_or_read_only_disk_leaves_every_notebook_as_it_was(
-    tmp_path, monkeypatch, capsys, disk
-):
-    with small_tmpfs(tmp_path, "256k") as folder:
-        copies = notebooks_in(folder)
-        before = {path: path.read_bytes() for path in copies}
+def test_make_run_on_a_full_or_read_only_disk_leaves_every_notebook_as_it_was(tmp_path, disk):
+    with small_tmpfs(tmp_path, "256k") as tmpfs:
+        copies = notebooks_in(tmpfs.here)
+        before = {path.name: path.read_bytes() for path in copies}
         if disk == "full":
-            fill(folder)
+            fill(tmpfs.here)
         else:
-            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
-        monkeypatch.setattr(execute, "execute", edited_copy)
-        status = execute.main([str(path) for path in copies])
-        after = {path: path.read_bytes() for path in copies}
-        left_over = sorted(path.name for path in folder.iterdir()
-                           if path not in before and path.name != "filler")
-    assert status == 1
+            subprocess.run([*tmpfs.enter, "mount", "-o", "remount,ro", str(tmpfs.mount_point)],
+                           check=True, capture_output=True)
+        run = subprocess.run(
+            [*tmpfs.enter, sys.executable, "-c", MAKE_RUN_WITHOUT_KERNELS,
+             *(str(tmpfs.mount_point / name) for name in before)],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        after = {path.name: path.read_bytes() for path in copies}
+        left_over = sorted(path.name for path in tmpfs.here.iterdir()
+                           if path.name not in before and path.name != "filler")
+    assert run.returncode == 1, run.stderr
     assert after == before, "a notebook was changed"
     assert left_over == [], "temporary files were left behind"
-    [line] = capsys.readouterr().err.strip().splitlines()
+    [line] = run.stderr.strip().splitlines()
     reason = "No space left on device" if disk == "full" else "Read-only file system"
-    assert f"Could not write {copies[0]}" in line and reason in line
+    assert f"Could not write {tmpfs.mount_point / copies[0].name}" in line and reason in line
     assert "unchanged" in line
 
 

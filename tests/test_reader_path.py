@@ -78,7 +78,8 @@ def test_running_cells_again_gives_the_committed_outputs(committed_path, tmp_pat
     """In one kernel, as a reader goes: each cell run twice in a row, then Run All once more.
 
     The second pass starts from the state the whole first pass left, so it is also a Run All
-    after a complete run (the browser test does Run All twice in JupyterLab itself).
+    after a complete run: the collection's check of a reader pressing Run All twice (the browser
+    test runs all once, in JupyterLab, and compares the same outputs).
     """
     committed = nbformat.read(committed_path, as_version=4)
     path = copy_of_the_collection(tmp_path) / "notebooks" / committed_path.name

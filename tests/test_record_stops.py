@@ -28,6 +28,7 @@ from tests.helpers import (
     NOTEBOOKS,
     RECORD,
     REPO_ROOT,
+    SmallTmpfs,
     kernels_of,
     live_env,
     record_arguments,
@@ -64,14 +65,16 @@ def environment(base_url: str, scratch: Path, **extra: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: bool = False,
-                  calls_only: bool = False, **extra: str):
+                  calls_only: bool = False, within: tuple[str, ...] = (), **extra: str):
     """A `tools.record` process, killed (with every kernel it started) whatever happens.
 
-    It runs two notebooks on the new recording, or none with `calls_only`.
+    It runs two notebooks on the new recording, or none with `calls_only`; `within` goes before
+    the command (SmallTmpfs.enter).
     """
     arguments = record_arguments(output, notebooks,
                                  *(["--calls-only"] if calls_only else TWO_NOTEBOOKS))
     command = [sys.executable, "-c", INJECTED, *arguments] if injected else [*RECORD, *arguments]
+    command = [*within, *command]
     env = environment(base_url, notebooks.parent, **extra)
     process = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -179,20 +182,30 @@ def test_a_failing_api_call_stops_the_kernels_and_the_other_customer(tmp_path):
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    """A 16 KiB tmpfs (too small for two copies of the recording); skipped without mount rights."""
-    with mounted_tmpfs(tmp_path, "16k") as mount_point:
-        yield mount_point
+    """A 16 KiB tmpfs (too small for two copies of the recording)."""
+    with mounted_tmpfs(tmp_path, "16k") as tmpfs:
+        yield tmpfs
 
 
-def record_into_small_tmpfs(tmp_path, small_tmpfs, reason: str) -> tuple[Path, str]:
-    """Record into the small tmpfs; the run must stop cleanly, saying why it could not write."""
-    output = small_tmpfs / "new.json"
+@pytest.fixture
+def read_only_tmpfs(tmp_path):
+    with mounted_tmpfs(tmp_path, "16k", read_only=True) as tmpfs:
+        yield tmpfs
+
+
+def record_into_small_tmpfs(tmp_path, tmpfs: SmallTmpfs, reason: str) -> tuple[Path, str]:
+    """Record into the tmpfs; the run must stop cleanly, saying why it could not write.
+
+    Returns the recording as this process reaches it, and the run's stderr.
+    """
+    output = tmpfs.mount_point / "new.json"
     with LoopbackSystemOne(RECORDING_PATH) as server, \
-            recording_run(server.base_url, output, tmp_path / "nb", calls_only=True) as run:
+            recording_run(server.base_url, output, tmp_path / "nb", calls_only=True,
+                          within=tmpfs.enter) as run:
         _, stderr = finished(run, 120)
     assert f"Could not write the recording {output}: {reason}" in stderr
-    assert_stopped_cleanly(run, stderr, small_tmpfs)
-    return output, stderr
+    assert_stopped_cleanly(run, stderr, tmpfs.here)
+    return tmpfs.here / "new.json", stderr
 
 
 def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
@@ -202,9 +215,6 @@ def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
     assert f"{len(kept)} answers are kept" in stderr
 
 
-def test_a_read_only_output_folder_stops_the_recording_cleanly(tmp_path, small_tmpfs):
-    remounted = subprocess.run(["mount", "-o", "remount,ro", str(small_tmpfs)],
-                               capture_output=True, text=True)
-    assert remounted.returncode == 0, remounted.stderr
-    output, _ = record_into_small_tmpfs(tmp_path, small_tmpfs, "Read-only file system")
+def test_a_read_only_output_folder_stops_the_recording_cleanly(tmp_path, read_only_tmpfs):
+    output, _ = record_into_small_tmpfs(tmp_path, read_only_tmpfs, "Read-only file system")
     assert not output.exists()

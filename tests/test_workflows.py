@@ -1,4 +1,5 @@
-"""The GitHub workflows pass actionlint and zizmor, and run the README's commands."""
+"""The GitHub workflows and the Dependabot configuration pass actionlint and zizmor, and the
+workflows run the README's commands."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import REPO_ROOT
 
 WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"
+DEPENDABOT = REPO_ROOT / ".github" / "dependabot.yml"
 TOOLS_DIR = Path(sys.executable).parent  # actionlint and zizmor are installed beside pytest
 
 # A workflow with one finding for each linter: a misspelt context (actionlint) and an action
@@ -57,9 +60,21 @@ def test_actionlint_finds_nothing_in_the_workflows(workflows):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_zizmor_finds_nothing_in_the_workflows(workflows):
-    result = zizmor(*workflows)
+def test_zizmor_finds_nothing_in_the_workflows_and_the_dependabot_configuration(workflows):
+    result = zizmor(*workflows, DEPENDABOT)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dependabot_watches_the_python_lock_and_the_pinned_actions():
+    updates = yaml.safe_load(DEPENDABOT.read_text(encoding="utf-8"))["updates"]
+    assert {(update["package-ecosystem"], update["directory"]) for update in updates} == {
+        ("uv", "/"), ("github-actions", "/")}
+
+
+def test_the_test_workflow_drives_the_runners_chrome_and_installs_no_browser(workflows):
+    test = (WORKFLOWS_DIR / "test.yml").read_text(encoding="utf-8")
+    assert "MEMORYBOOK_BROWSER: /usr/bin/google-chrome" in test
+    assert "chromium" not in test and "playwright install" not in test
 
 
 def test_both_linters_report_a_flawed_workflow(tmp_path):

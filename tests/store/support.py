@@ -106,11 +106,13 @@ def postgres_url_or_skip() -> str:
     return url
 
 
-def run_python(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start a separate Python process that can import memorybook."""
+def run_python(code: str, *args: str, env: dict[str, str] | None = None,
+               within: tuple[str, ...] = ()) -> subprocess.Popen:
+    """Start a separate Python process that can import memorybook; `within` goes before it
+    (a SmallTmpfs's `enter`)."""
     child_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
+        [*within, sys.executable, "-c", textwrap.dedent(code), *args],
         cwd=REPO_ROOT,
         env=child_env,
         stdout=subprocess.PIPE,
