@@ -49,6 +49,7 @@ def fill(folder: Path) -> None:
 MAKE_RUN_WITHOUT_KERNELS = """
 import sys
 from tests.test_execute import edited_copy
+from tools import execute
 execute.execute = edited_copy
 sys.exit(execute.main(sys.argv[1:]))
 """
