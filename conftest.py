@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from memorybook.kernels import use_unix_socket_kernels
+from memorybook_dev.kernels import use_unix_socket_kernels
 
 # Every kernel of a test run (nbval's, nbclient's, nbconvert's, the browser test's JupyterLab)
 # talks over Unix sockets of its own: over TCP, parallel workers starting kernels and servers at
-# the same time can take a port a kernel was about to bind (memorybook/kernels.py).
+# the same time can take a port a kernel was about to bind (memorybook_dev/kernels.py).
 use_unix_socket_kernels()
 
 NEVER_IN_TESTS = (

@@ -16,7 +16,7 @@ disk.
 
 Its kernels never see an API key, so they can only replay the recording. They talk over Unix
 sockets like every kernel of a test run (the server inherits conftest.py's choice of
-memorybook/kernels.py's provisioner). On leaving the `with`
+memorybook_dev/kernels.py's provisioner). On leaving the `with`
 block, whatever happened in it, the server is asked to stop (SIGTERM shuts its kernels down),
 and whatever it started that is still running a few seconds later is killed. If the test process
 dies without getting there, the server culls idle kernels and then exits on its own after ten

@@ -1,4 +1,4 @@
-"""Kernels of a test run talk over Unix sockets in a folder of their own (memorybook/kernels.py).
+"""Kernels of a test run talk over Unix sockets in a folder of their own (memorybook_dev).
 
 Over TCP, a kernel binds ports its manager found free a moment earlier; in a parallel run another
 process can take one first, and nbval then waits out its 60 s start-up timeout on a kernel that
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import KernelManager
 
-from memorybook import kernels
+from memorybook_dev import kernels
 
 
 def started_kernel() -> KernelManager:

@@ -38,8 +38,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import shown_path
-from memorybook.kernels import use_unix_socket_kernels
 from memorybook.recording import write_text_atomically
+from memorybook_dev.kernels import use_unix_socket_kernels
 from tools.stopping import in_background, stop_kernels, wait_for_all
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,1 @@
+"""What only the collection's tools and tests need, installed beside `memorybook`."""
