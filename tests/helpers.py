@@ -16,7 +16,11 @@ from pathlib import Path
 
 from lzstring import LZString
 
+from memorybook.config import RECORDING_PATH
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The committed recording as git holds it: what no test may change.
+COMMITTED_RECORDING = RECORDING_PATH.read_bytes()
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PUBLISHED = REPO_ROOT / "tests" / "published"
 # A Markdown link to the TypeSafe playground: its label and its URL.
@@ -51,6 +55,18 @@ def decode(link: str) -> tuple[dict, dict, dict]:
     """A playground link's state and questions, and the whole share it encodes."""
     share = json.loads(LZString.decompressFromEncodedURIComponent(link.split("#share/", 1)[1]))
     return json.loads(share["documentText"]), json.loads(share["promptsText"]), share
+
+
+# One live call of notebook 1's ask(), printing the failure's explanation if it fails.
+ONE_LIVE_CALL = textwrap.dedent("""
+    from typesafe_sdk import TypeSafeError
+    from memorybook.live import describe_api_failure
+    from memorybook.routing import ROUTE, ask, later_state
+    try:
+        ask(later_state("C-1042", 0), ROUTE)
+    except TypeSafeError as error:
+        print(describe_api_failure(error))
+""")
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:

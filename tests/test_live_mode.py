@@ -21,12 +21,19 @@ import pytest
 from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
 from memorybook.recording import RecordingError, open_recording
 from tests import helpers
-from tests.helpers import RECORD, REPO_ROOT, record_arguments, run_python
+from tests.helpers import (
+    COMMITTED_RECORDING,
+    ONE_LIVE_CALL,
+    RECORD,
+    REPO_ROOT,
+    record_arguments,
+    run_python,
+)
 from tools.loopback_server import LoopbackSystemOne, closed_port
 from tools.record.run import OWN_RECORDING
 
 CANARY_KEY = "canary-sk-7f3e9b1c0d2a4e6f"
-COMMITTED = RECORDING_PATH.read_text(encoding="utf-8")
+COMMITTED_TEXT = COMMITTED_RECORDING.decode("utf-8")
 
 
 def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
@@ -59,7 +66,7 @@ def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path)
         hits, misses = server.hits(), server.misses()
     assert result.returncode == 0, result.stderr
     assert (hits, misses) == (31, 0), "each of the 31 calls went live exactly once"
-    assert (tmp_path / "new.json").read_text(encoding="utf-8") == COMMITTED
+    assert (tmp_path / "new.json").read_text(encoding="utf-8") == COMMITTED_TEXT
     assert "31 of 31 published figures reproduce." in result.stdout
     assert "Calls whose answers changed: 0" in result.stdout
     for committed in sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
@@ -96,15 +103,6 @@ FAILURES = {
     "garbage": "a body the SDK could not read (at the whole body)",
     "refused": "could not connect to http://127.0.0.1:",
 }
-ONE_LIVE_CALL = textwrap.dedent("""
-    from typesafe_sdk import TypeSafeError
-    from memorybook.live import describe_api_failure
-    from memorybook.routing import ROUTE, ask, later_state
-    try:
-        ask(later_state("C-1042", 0), ROUTE)
-    except TypeSafeError as error:
-        print(describe_api_failure(error))
-""")
 
 
 @pytest.mark.parametrize("failure", FAILURES)
@@ -138,7 +136,7 @@ def test_a_rate_limit_the_sdk_rides_out_is_recorded_normally(tmp_path):
                                 env=live_env(server.base_url, recording),
                                 capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
-    assert set(json.loads(recording.read_text())) <= set(json.loads(COMMITTED))
+    assert set(json.loads(recording.read_text())) <= set(json.loads(COMMITTED_TEXT))
 
 
 def test_a_failed_call_stops_the_recording_with_one_clear_line(tmp_path):
@@ -164,10 +162,10 @@ def test_an_interrupted_recording_keeps_every_answer_so_far_and_resumes(tmp_path
         answered = server.hits()
         kept = json.loads(new.read_text(encoding="utf-8"))
         assert answered - 2 <= len(kept) <= answered  # at most the calls in flight are lost
-        assert all(COMMITTED.count(key) == 1 for key in kept)
+        assert all(COMMITTED_TEXT.count(key) == 1 for key in kept)
         resumed = record(server.base_url, tmp_path, calls_only=True)
     assert resumed.returncode == 0, resumed.stderr
-    assert new.read_text(encoding="utf-8") == COMMITTED
+    assert new.read_text(encoding="utf-8") == COMMITTED_TEXT
     assert "31 of 31 published figures reproduce." in resumed.stdout
 
 
@@ -187,7 +185,7 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
                    for customer in ("C-1042", "C-2210")]
         errors = [writer.communicate(timeout=120)[1] for writer in writers]
     assert all(writer.returncode == 0 for writer in writers), errors
-    assert new.read_text(encoding="utf-8") == COMMITTED
+    assert new.read_text(encoding="utf-8") == COMMITTED_TEXT
 
 
 def test_a_corrupt_new_recording_stops_the_run_and_is_left_as_it_was(tmp_path):
@@ -232,7 +230,7 @@ def test_recording_refuses_to_write_over_the_committed_file():
     result = run_python("from tools.record.cli import main; main(['--output', "
                         f"'{RECORDING_PATH}'])")
     assert result.returncode != 0 and "--accept" in result.stderr
-    assert RECORDING_PATH.read_text(encoding="utf-8") == COMMITTED
+    assert RECORDING_PATH.read_text(encoding="utf-8") == COMMITTED_TEXT
 
 
 def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
@@ -247,26 +245,26 @@ def accepting(tmp_path: Path, new: dict) -> tuple[int, Path, Path]:
 
     path, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
     path.write_text(json.dumps(new, indent=2), encoding="utf-8")
-    target.write_text(COMMITTED, encoding="utf-8")
+    target.write_text(COMMITTED_TEXT, encoding="utf-8")
     shutil.copyfile(PROVENANCE_PATH, provenance)
     return accept(path, target, provenance), target, provenance
 
 
 def test_accepting_a_complete_recording_replaces_the_target_and_keeps_each_values_origin(
         tmp_path):
-    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED))
+    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED_TEXT))
     assert status == 0
-    assert json.loads(target.read_text(encoding="utf-8")) == json.loads(COMMITTED)
+    assert json.loads(target.read_text(encoding="utf-8")) == json.loads(COMMITTED_TEXT)
     written = json.loads(provenance.read_text(encoding="utf-8"))
     assert written["origin"] == "recorded" and written["model"] == ["jev-1.14.0"]
-    assert set(written["entries"]) == set(json.loads(COMMITTED))
+    assert set(written["entries"]) == set(json.loads(COMMITTED_TEXT))
     before = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
     for key, entry in written["entries"].items():  # nothing re-measured: every origin kept
         assert entry["measured"] == [] and entry["filled"] == before[key]["filled"]
 
 
 def test_accepting_marks_measured_exactly_the_values_that_changed(tmp_path):
-    new = json.loads(COMMITTED)
+    new = json.loads(COMMITTED_TEXT)
     provenance_before = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
     key = next(key for key, entry in provenance_before.items()
                if "answers.remember.noul" in entry["filled"] and new[key]["answers"]["remember"]
@@ -281,14 +279,14 @@ def test_accepting_marks_measured_exactly_the_values_that_changed(tmp_path):
 
 
 def test_a_recording_lacking_calls_the_notebooks_make_is_not_accepted(tmp_path, capsys):
-    new = json.loads(COMMITTED)
+    new = json.loads(COMMITTED_TEXT)
     calls = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
     dropped = [key for key in new if calls[key]["call"].startswith("route T-201")]
     for key in dropped:
         del new[key]
     status, target, provenance = accepting(tmp_path, new)
     assert status == 1
-    assert target.read_text(encoding="utf-8") == COMMITTED
+    assert target.read_text(encoding="utf-8") == COMMITTED_TEXT
     assert provenance.read_bytes() == PROVENANCE_PATH.read_bytes()
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("Not accepted:") and "lacks calls the notebooks make" in line

@@ -24,11 +24,18 @@ import pytest
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.recording import memory_ids_in
 from tests import helpers
-from tests.helpers import LINK, REPO_ROOT, decode, markdown_outputs, notebook, stdout_text
+from tests.helpers import (
+    COMMITTED_RECORDING,
+    LINK,
+    REPO_ROOT,
+    decode,
+    markdown_outputs,
+    notebook,
+    stdout_text,
+)
 from tools.loopback_server import LoopbackSystemOne
 
 SYNTHETIC_MODEL = "loopback-synthetic"
-COMMITTED = RECORDING_PATH.read_bytes()
 
 
 def synthetic_answer(body: dict) -> dict:
@@ -83,8 +90,8 @@ def run_live(server: LoopbackSystemOne, tmp_path: Path, code: str) -> dict:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert official.read_bytes() == COMMITTED, "the official recording was written"
-    assert RECORDING_PATH.read_bytes() == COMMITTED
+    assert official.read_bytes() == COMMITTED_RECORDING, "the official recording was written"
+    assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING
     written = sorted(p.name for p in recordings.iterdir() if not p.name.endswith(".lock"))
     assert written == ["json_cache.json", "next_steps.json"], written
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -264,7 +271,7 @@ def test_a_live_run_of_the_notebook_writes_only_the_next_steps_file(server, tmp_
     shutil.copyfile(REPO_ROOT / "notebooks" / "08_next_steps.ipynb", path)
     run = execute(path)
     text = "".join("".join(o.get("text", "")) for c in run.cells for o in c.get("outputs", []))
-    assert official.read_bytes() == COMMITTED and RECORDING_PATH.read_bytes() == COMMITTED
+    assert official.read_bytes() == RECORDING_PATH.read_bytes() == COMMITTED_RECORDING
     assert not (RECORDING_PATH.parent / "next_steps.json").exists()
     recorded = json.loads((tmp_path / "next_steps.json").read_text(encoding="utf-8"))
     assert {entry["model"] for entry in recorded.values()} == {SYNTHETIC_MODEL}

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from lzstring import LZString
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
-from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, run_python
+from memorybook.recording import memory_ids_in
+from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, decode, run_python
 
 
 def comparable(outputs: list) -> list:
@@ -118,10 +118,10 @@ def assert_explains_the_edited_call(shown: str, where: str) -> None:
     links = PLAYGROUND_LINK.findall(shown)
     assert links, f"{where}: no playground link"
     for link in links:
-        state, questions, models = decoded_call(link)
+        state, questions, share = decode(link)
         assert state["ticket"]["id"] == "T-201", where
         assert state["ticket"]["messages"][0]["text"] == EDITED_TEXT, where
-        assert list(questions) == ["team"] and models == [TYPESAFE_MODEL], where
+        assert list(questions) == ["team"] and share["selectedModels"] == [TYPESAFE_MODEL], where
 
 
 def test_an_edited_ticket_is_explained_wherever_the_collection_runs(tmp_path):
@@ -252,12 +252,6 @@ def miss_of(code: str, **env: str):
     return miss
 
 
-def decoded_call(link: str) -> tuple[dict, dict, list]:
-    share = json.loads(LZString.decompressFromEncodedURIComponent(link.split("#share/", 1)[1]))
-    return (json.loads(share["documentText"]), json.loads(share["promptsText"]),
-            share.get("selectedModels"))
-
-
 def test_a_kernel_holding_extra_memories_is_told_to_restart():
     miss = miss_of("""
         from memorybook.memory import ask_with_memory, remember_earlier_tickets, MEMORIES
@@ -272,10 +266,9 @@ def test_a_kernel_holding_extra_memories_is_told_to_restart():
         "Memories: this call carries T-101, T-105, T-101; the recorded one carried T-101, T-105."
         " This kernel holds other memories than the recorded run had at this point: restart the"
         " kernel and run the notebook from the top."]
-    state, questions, models = decoded_call(miss["link"])
-    assert [m["request"]["ticket"]["id"] for m in state["earlier_tickets_from_this_customer"]] \
-        == ["T-101", "T-105", "T-101"]
-    assert list(questions) == ["team"] and models == [TYPESAFE_MODEL]
+    state, questions, share = decode(miss["link"])
+    assert memory_ids_in(state) == ["T-101", "T-105", "T-101"]
+    assert list(questions) == ["team"] and share["selectedModels"] == [TYPESAFE_MODEL]
     assert "TYPESAFE_API_KEY=... make lab" in miss["how_to_record"]
 
 

@@ -25,6 +25,7 @@ import pytest
 
 from memorybook.config import RECORDING_PATH
 from tests.helpers import (
+    COMMITTED_RECORDING,
     NOTEBOOKS,
     RECORD,
     REPO_ROOT,
@@ -38,7 +39,7 @@ from tests.helpers import small_tmpfs as mounted_tmpfs
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-sk-5d1c8e2a9b7f4063"
-COMMITTED = json.loads(RECORDING_PATH.read_text(encoding="utf-8"))
+COMMITTED_ENTRIES = json.loads(COMMITTED_RECORDING)
 STOP_BOUND = 2.0  # seconds from Ctrl-C to the process having exited (issue 8)
 FAILURE_BOUND = 10.0  # seconds from a failure to the process having exited ("within seconds")
 TWO_NOTEBOOKS = [str(path) for path in NOTEBOOKS if path.name.startswith(("01_", "04_"))]
@@ -132,7 +133,7 @@ def test_ctrl_c_stops_a_recording_within_two_seconds_and_keeps_every_answer(tmp_
     kept = entries(output)
     assert kept_before.items() <= kept.items(), "an answer written before Ctrl-C was lost"
     assert f"{len(kept)} answers are kept in {output}" in stderr
-    assert kept.items() <= COMMITTED.items()
+    assert kept.items() <= COMMITTED_ENTRIES.items()
 
 
 @pytest.mark.parametrize("errno_name, cause", [("ENOSPC", "No space left on device"),
@@ -149,7 +150,7 @@ def test_a_write_failure_stops_the_recording_and_keeps_what_was_written(
     assert f"Could not write the recording {output}: {cause}" in stderr
     assert_stopped_cleanly(run, stderr, folder)
     kept = entries(output)
-    assert len(kept) == 4 and kept.items() <= COMMITTED.items()
+    assert len(kept) == 4 and kept.items() <= COMMITTED_ENTRIES.items()
     assert "4 answers are kept" in stderr
 
 
@@ -211,7 +212,7 @@ def record_into_small_tmpfs(tmp_path, tmpfs: SmallTmpfs, reason: str) -> tuple[P
 def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
     output, stderr = record_into_small_tmpfs(tmp_path, small_tmpfs, "No space left on device")
     kept = entries(output)
-    assert kept and kept.items() <= COMMITTED.items()
+    assert kept and kept.items() <= COMMITTED_ENTRIES.items()
     assert f"{len(kept)} answers are kept" in stderr
 
 

@@ -35,9 +35,9 @@ from memorybook.recording import (
     open_recording,
     read_recording,
 )
-from tests.helpers import run_python
+from tests.helpers import COMMITTED_RECORDING, run_python
 
-COMMITTED = read_recording(RECORDING_PATH)
+COMMITTED_ENTRIES = json.loads(COMMITTED_RECORDING)
 STATE = {"customer": {"id": "C-1042", "company": "Acme Corp"},
          "ticket": {"id": "T-201", "subject": "Slow dashboards"}}
 ROUTE = {"team": {"type": "choice", "instructions": "Which team?",
@@ -152,7 +152,7 @@ def test_a_damaged_entry_is_refused_when_the_file_is_read(tmp_path, damage):
 
 
 def test_the_committed_recording_passes_every_check():
-    for key, entry in COMMITTED.items():
+    for key, entry in COMMITTED_ENTRIES.items():
         assert recording.entry_shape_problem(entry) is None, key
 
 
@@ -174,7 +174,7 @@ def test_a_damaged_committed_entry_stops_notebook_one(tmp_path):
                         "json.dumps(q)))")
     assert result.returncode == 0, result.stderr
     key = result.stdout.strip()
-    damaged = copy.deepcopy(COMMITTED)
+    damaged = copy.deepcopy(COMMITTED_ENTRIES)
     damaged[key]["answers"]["team"]["choice"] = "pizza_team"
     damaged[key]["answers"]["team"]["probabilities"]["cloud_ops"] = 0.99
     path = tmp_path / "json_cache.json"

@@ -13,7 +13,6 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
 import urllib.parse
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from memorybook.live import describe_api_failure
 from memorybook.recording import RecordingError
 from memorybook.redaction import redact
 from tests import helpers
-from tests.helpers import RECORD, REPO_ROOT, record_arguments
+from tests.helpers import ONE_LIVE_CALL, RECORD, REPO_ROOT, record_arguments
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-sk-0b9e7d3f61a24c58"
@@ -67,15 +66,6 @@ def test_errors_the_project_raises_are_redacted(monkeypatch):
     assert CANARY_KEY not in str(RecordingError(f"the recording mentions {CANARY_KEY}"))
 
 
-ONE_LIVE_CALL = textwrap.dedent("""
-    from typesafe_sdk import TypeSafeError
-    from memorybook.live import describe_api_failure
-    from memorybook.routing import ROUTE, ask, later_state
-    try:
-        ask(later_state("C-1042", 0), ROUTE)
-    except TypeSafeError as error:
-        print(describe_api_failure(error))
-""")
 ECHOED = ["bad_request", "unprocessable", "unauthorized", "server_error", "rate_limit"]
 
 
