@@ -18,14 +18,21 @@ help: ## List the targets
 		END { for (i = 1; i <= n; i++) printf "  make %-" width "s   %s\n", name[i], text[i] }' \
 		$(MAKEFILE_LIST)
 
-# uv, at the version and hashes requirements.txt pins, installed into .venv by the venv's own
-# pip: the one bootstrap step that needs nothing but python3.
+# uv, at the version and hashes requirements.txt pins: the one bootstrap step that needs nothing
+# but python3. The venv starts without a pip of its own (ensurepip takes 2 s, and uv installs the
+# locked pip with the rest): python3's own pip unpacks uv's wheel beside it or, where python3 has
+# no pip, a pip that ensurepip gives the venv does; uv sync then installs uv properly.
 $(UV):
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV)
 	awk '/^uv==/ { found = 1 } found { print; if ($$0 !~ /\\$$/) exit }' requirements.txt \
 		>$(VENV)/uv-pin.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps \
-		--require-hashes -r $(VENV)/uv-pin.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+		--target $(VENV)/uv-wheel -r $(VENV)/uv-pin.txt 2>/dev/null \
+	|| { $(BIN)/python -m ensurepip --default-pip >/dev/null && $(BIN)/python -m pip install \
+		--quiet --disable-pip-version-check --no-deps --require-hashes \
+		--target $(VENV)/uv-wheel -r $(VENV)/uv-pin.txt; }
+	cp $(VENV)/uv-wheel/bin/uv $@
+	rm -rf $(VENV)/uv-wheel
 
 # Exactly uv.lock, the dev group included: uv removes whatever the lock does not list, then adds
 # this project, editable. --locked stops when uv.lock no longer matches pyproject.toml (run

@@ -5,8 +5,9 @@
 Each repeat, in a fresh temporary folder with empty download caches (PIP_CACHE_DIR and
 UV_CACHE_DIR point at new empty folders), times:
   - plain pip: `python3 -m venv venv && venv/bin/pip install -r requirements.txt`;
-  - `make setup` in a copy of the files it reads (the Makefile, the lock, pyproject.toml and
-    memorybook/): a venv, uv from the lock, `uv pip sync` of the lock and the editable project.
+  - `make setup` in a copy of the files it reads (the Makefile, both locks, pyproject.toml and
+    what it names, memorybook/): a venv, uv from requirements.txt, `uv sync --locked` of uv.lock
+    and the editable project.
 Both download every distribution from the package index: the machine's pip configuration (extra
 local indexes, find-links) is set aside so that neither reads from this disk. The two alternate,
 so that a busy moment on a shared machine does not fall on one side only. Prints the medians and
@@ -87,7 +88,7 @@ def main() -> None:
     medians = {name: statistics.median(times) for name, times in runs.items()}
     results = {
         "plain pip: `python3 -m venv` + `pip install -r requirements.txt`": medians["plain pip"],
-        "`make setup`: venv, uv from the lock, `uv pip sync` + project": medians["make setup"],
+        "`make setup`: venv, uv, `uv sync --locked` (lock + project)": medians["make setup"],
     }
     print(f"{platform.python_version()} on {os.cpu_count()} cores, {platform.machine()}; "
           f"cold caches; medians of {args.repeats} runs each\n")

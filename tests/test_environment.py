@@ -21,7 +21,6 @@ from tests.helpers import REPO_ROOT
 
 UV = Path(sys.executable).parent / "uv"
 PIP_LOCK = REPO_ROOT / "requirements.txt"
-PROJECT = "memorybook"
 # A pinned line of requirements.txt: name, extras, version, markers
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([^\]]*)\])?==([^\s;\\]+)(?:\s*;([^\\]*))?")
 
@@ -41,11 +40,11 @@ def test_the_environment_holds_exactly_the_lock():
     assert result.returncode == 0, f"{result.stderr}\nrun `make setup`"
 
 
-def pins_for_this_python() -> dict[str, tuple[str, set[str], int]]:
-    """requirements.txt's pins that apply here: name -> (version, extras, number of hashes)."""
+def applying_here(lines: list[str]) -> dict[str, tuple[str, set[str], int]]:
+    """The pins of a requirements file that apply here: name -> (version, extras, hash count)."""
     pins: dict[str, tuple[str, set[str], int]] = {}
     name = None
-    for line in PIP_LOCK.read_text(encoding="utf-8").splitlines():
+    for line in lines:
         pin = PIN.match(line)
         if pin:
             applies = not pin.group(4) or Requirement(f"x; {pin.group(4)}").marker.evaluate()
@@ -59,16 +58,13 @@ def pins_for_this_python() -> dict[str, tuple[str, set[str], int]]:
     return pins
 
 
-def installed() -> dict[str, importlib.metadata.Distribution]:
-    return {canonicalize_name(dist.metadata["Name"]): dist
-            for dist in importlib.metadata.distributions()
-            if canonicalize_name(dist.metadata["Name"]) != PROJECT}
-
-
-def test_requirements_txt_pins_what_the_lock_installs_here_each_with_its_hashes():
-    pins = pins_for_this_python()
-    assert {name: pin[0] for name, pin in pins.items()} == {
-        name: dist.version for name, dist in installed().items()}, "run `make lock`"
+def test_requirements_txt_pins_what_uv_lock_pins_here_each_with_its_hashes():
+    exported = uv("export", "--frozen", "--all-groups", "--no-emit-project", "--no-hashes",
+                  "--no-header", "--no-annotate")
+    assert exported.returncode == 0, exported.stderr
+    locked = {name: pin[0] for name, pin in applying_here(exported.stdout.splitlines()).items()}
+    pins = applying_here(PIP_LOCK.read_text(encoding="utf-8").splitlines())
+    assert {name: pin[0] for name, pin in pins.items()} == locked, "run `make lock`"
     assert [name for name, (_, _, hashes) in pins.items() if not hashes] == []
 
 
@@ -76,11 +72,12 @@ def test_requirements_txt_pins_each_distribution_with_the_extras_asked_of_it():
     # pip (pypa/pip#9644) refuses a hashed lock when a distribution asks for `name[extra]` and
     # the lock pins `name` below its newest version without the extra: jupyter-events asks for
     # jsonschema[format-nongpl], held below 4.24 on purpose (pyproject.toml).
-    pins = pins_for_this_python()
+    pins = applying_here(PIP_LOCK.read_text(encoding="utf-8").splitlines())
     asked: dict[str, set[str]] = {}
-    for name, dist in installed().items():
-        for extra in ("", *pins[name][1]):
-            for need in map(Requirement, dist.requires or []):
+    for name, (_, extras, _) in pins.items():
+        needs = [Requirement(need) for need in importlib.metadata.requires(name) or []]
+        for extra in ("", *extras):
+            for need in needs:
                 if not need.marker or need.marker.evaluate({"extra": extra}):
                     asked.setdefault(canonicalize_name(need.name), set()).update(need.extras)
     missing = {name: extras - pins[name][1] for name, extras in asked.items()
