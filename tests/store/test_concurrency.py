@@ -202,12 +202,13 @@ def in_thread(call) -> tuple[threading.Thread, list]:
     return thread, outcome
 
 
-@pytest.mark.parametrize("how", ["tables", "customer", "stopped"])
+@pytest.mark.parametrize(("backend", "how"), [  # a server process to stop: PostgreSQL only
+    ("sqlite", "tables"), ("sqlite", "customer"),
+    ("postgresql", "tables"), ("postgresql", "customer"), ("postgresql", "stopped"),
+], indirect=["backend"])
 def test_a_save_blocked_by_a_lock_ends_with_a_clear_error_and_writes_nothing(
     backend: Backend, how: str
 ) -> None:
-    if how == "stopped" and backend.name != "postgresql":
-        pytest.skip("a server process to stop exists only on PostgreSQL")
     bound = 6 * LOCK_WAIT_SECONDS
     with backend.open(timeout=LOCK_WAIT_SECONDS) as store:
         store.save("C-1042", make_memory("C-1042", "T-1"))
