@@ -95,6 +95,8 @@ def test_the_dry_run_lists_every_call_and_its_cost_without_a_key(tmp_path):
 
 
 FAILURES = {
+    "bad_request": "the API refused the request (HTTP 400)",
+    "unprocessable": "the API refused the request (HTTP 422)",
     "unauthorized": "the API refused the key (HTTP 401): check TYPESAFE_API_KEY",
     "rate_limit": "kept answering 'too many requests' (HTTP 429)",
     "server_error": "the API failed (HTTP 500) on every retry",
@@ -107,9 +109,11 @@ FAILURES = {
 
 @pytest.mark.parametrize("failure", FAILURES)
 def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
+    """Each failure gets its sentence, retried as the SDK's policy says; an error answer that
+    repeats the request's headers, key included, never shows the key."""
     recording = tmp_path / "new.json"
     with (LoopbackSystemOne(RECORDING_PATH, failure=None if failure == "refused" else failure,
-                            retry_after_ms=50) as server,
+                            retry_after_ms=50, echo_headers=True) as server,
           closed_port() as refusing_url):
         base_url = refusing_url if failure == "refused" else server.base_url
         # A hang ends with the whole call's time; the others are over well within theirs.
@@ -118,14 +122,19 @@ def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
         result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT, env=env,
                                 capture_output=True, text=True, timeout=120)
         attempts = len(server.requests)
+        sent_keys = [request["headers"].get("authorization") for request in server.requests]
     assert result.returncode == 0, result.stderr
+    assert all(CANARY_KEY in sent for sent in sent_keys), "the key was sent with every attempt"
     assert FAILURES[failure] in result.stdout
     assert "Nothing was recorded for this call." in result.stdout
     assert not recording.exists()
-    not_retried = {"unauthorized": 1, "malformed": 1, "garbage": 1, "refused": 0, "hang": 1}
+    not_retried = {"bad_request": 1, "unprocessable": 1, "unauthorized": 1, "malformed": 1,
+                   "garbage": 1, "refused": 0, "hang": 1}
     expected_attempts = not_retried.get(failure, 3)
     assert attempts == expected_attempts, "the SDK's retry policy and the call's time decide"
     assert CANARY_KEY not in result.stdout + result.stderr
+    if failure in ("bad_request", "unprocessable"):  # their message carries the echoed body
+        assert "'authorization': '[redacted]'" in result.stdout
 
 
 def test_a_rate_limit_the_sdk_rides_out_is_recorded_normally(tmp_path):
