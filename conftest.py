@@ -42,17 +42,57 @@ os.environ["MEMORYBOOK_USAGE_LOG"] = str(USAGE_LOG)
 
 NOTEBOOKS_DIR = Path(__file__).parent / "notebooks"
 LAST_CELLS = pytest.StashKey[set]()  # the last cell of each collected notebook
+CELLS_OF = pytest.StashKey[dict]()  # each collected notebook's cells, in order
 
 
 def is_notebook_cell(item: pytest.Item) -> bool:
     return item.path.suffix == ".ipynb"
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-cells-again", action="store_true",
+        help="as a reader does: run each notebook cell a second time right after nbval's run, "
+             "and the whole notebook again after its last cell, in the same kernel; every run "
+             "must give the committed outputs (`make test` passes this)")
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Run the tests that read what the notebooks did after every notebook has run."""
     items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)
-    last_cells = {item.path: item for item in items if is_notebook_cell(item)}
-    session.stash[LAST_CELLS] = set(last_cells.values())
+    cells_by_notebook: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        if is_notebook_cell(item):
+            cells_by_notebook.setdefault(item.path, []).append(item)
+    session.stash[LAST_CELLS] = {cells[-1] for cells in cells_by_notebook.values()}
+    session.stash[CELLS_OF] = cells_by_notebook
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """With --run-cells-again, nbval's run of a cell is followed by a reader's second run of it,
+    and the notebook's last cell by a second Run All, each compared with the committed outputs.
+
+    nbval's own `runtest()` executes a cell in the notebook's kernel and compares what it shows;
+    calling it again is running the cell again in the same kernel.
+    """
+    result = yield
+    if is_notebook_cell(item) and item.config.getoption("run_cells_again"):
+        run_again(item, "run a second time in a row")
+        if item in item.session.stash[LAST_CELLS]:
+            for cell in item.session.stash[CELLS_OF][item.path]:
+                run_again(cell, "in a second Run All, in the same kernel")
+    return result
+
+
+def run_again(cell: pytest.Item, how: str) -> None:
+    from nbval.plugin import NbCellError
+
+    try:
+        cell.runtest()
+    except NbCellError as error:
+        error.args = (f"{error.args[0]} ({how})", *error.args[1:])
+        raise
 
 
 def pytest_runtest_teardown(item, nextitem):

@@ -10,9 +10,10 @@ once, in a new workspace, and each notebook is opened in it as a reader opens on
 notebook the page clears its outputs, runs all cells and checks that no cell errs, that every
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
-Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 6).
-(A second Run All in the same kernel is tests/test_reader_path.py's last pass: the outputs it
-checks are the ones compared here.) The kernel is shut down and the tab closed before the next
+Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 6),
+but for the links LINKS_TO_UNRECORDED_CALLS counts.
+(A second Run All in the same kernel is checked in nbval's kernels: conftest.py's
+--run-cells-again.) The kernel is shut down and the tab closed before the next
 notebook; a screenshot of each notebook after its run goes to build/browser/.
 
 The browser is the Chromium or Chrome binary that $MEMORYBOOK_BROWSER names, by default Debian's

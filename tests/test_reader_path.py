@@ -1,8 +1,8 @@
-"""The reader's path: cells run again, inputs edited, the threshold tuned, calls that miss.
+"""The reader's path: inputs edited, the threshold tuned, calls that miss.
 
-Readers run these notebooks in JupyterLab, one cell at a time, a cell twice, Run All twice, and
-they edit tickets and thresholds. Each test here does what such a reader does, in a real kernel
-or a fresh interpreter with no key, and checks what the reader then sees.
+Readers edit tickets and thresholds. Each test here does what such a reader does, in a real
+kernel or a fresh interpreter with no key, and checks what the reader then sees. Running a cell
+again and a second Run All are checked in nbval's own kernels (`--run-cells-again`, conftest.py).
 """
 
 from __future__ import annotations
@@ -17,81 +17,12 @@ import textwrap
 from pathlib import Path
 
 import nbformat
-import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.recording import memory_ids_in
 from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, decode, run_python
-
-
-def comparable(outputs: list) -> list:
-    """What a reader reads in a cell's outputs: text, Markdown and whether an image is there."""
-    seen = []
-    for output in outputs:
-        if output.get("output_type") == "stream":
-            if seen and seen[-1][0] == output["name"]:  # one print may arrive in pieces
-                seen[-1] = (output["name"], seen[-1][1] + output["text"])
-            else:
-                seen.append((output["name"], output["text"]))
-        elif output.get("output_type") == "error":
-            seen.append(("error", output.get("ename"), output.get("evalue")))
-        else:
-            data = output.get("data", {})
-            seen.append(("data", data.get("text/markdown"), "image/png" in data,
-                         None if "image/png" in data else data.get("text/plain")))
-    return seen
-
-
-def run_in_one_kernel(path: Path, passes: dict[str, list[int]]) -> dict[str, dict[int, list]]:
-    """Execute a notebook's code cells in one kernel, in the orders given, pass after pass.
-
-    Returns, for each pass, what each code cell showed after its last execution in that pass.
-    """
-    notebook = nbformat.read(path, as_version=4)
-    shown = {}
-    client = NotebookClient(notebook, kernel_name="python3", timeout=120, record_timing=False,
-                            shutdown_kernel="immediate",
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"],
-                            resources={"metadata": {"path": str(path.parent)}})
-    with client.setup_kernel():
-        for how, order in passes.items():
-            for index in order:
-                try:
-                    client.execute_cell(notebook.cells[index], index)
-                except CellExecutionError as error:
-                    pytest.fail(f"{path.name}, {how}: code cell at index {index} failed:\n"
-                                f"{str(error)[-1500:]}")
-            shown[how] = {index: comparable(notebook.cells[index].outputs)
-                          for index in sorted(set(order))}
-    return shown
-
-
-def code_cells(path: Path) -> list[int]:
-    notebook = nbformat.read(path, as_version=4)
-    return [index for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
-
-
-@pytest.mark.parametrize("committed_path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_running_cells_again_gives_the_committed_outputs(committed_path, tmp_path, monkeypatch):
-    """In one kernel, as a reader goes: each cell run twice in a row, then Run All once more.
-
-    The second pass starts from the state the whole first pass left, so it is also a Run All
-    after a complete run: the collection's check of a reader pressing Run All twice (the browser
-    test runs all once, in JupyterLab, and compares the same outputs).
-    """
-    committed = nbformat.read(committed_path, as_version=4)
-    path = copy_of_the_collection(tmp_path) / "notebooks" / committed_path.name
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the kernel imports the copy's memorybook
-    cells = code_cells(path)
-    passes = {"each cell twice in a row": [index for index in cells for _ in (0, 1)],
-              "then run all again": cells}
-    for how, outputs in run_in_one_kernel(path, passes).items():
-        for index in cells:
-            assert outputs[index] == comparable(committed.cells[index].outputs), \
-                f"{path.name}, {how}: code cell at index {index}"
-
 
 EDITED_TEXT = "Dashboards have been really slow since yesterday."
 PLAYGROUND_LINK = re.compile(r"https://console\.typesafe\.ai/playground#share/[A-Za-z0-9+$-]+")

@@ -60,7 +60,7 @@ cores=$(nproc)
 workers=${MEMORYBOOK_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
 status=0
 # conftest.py's scheduler replaces --dist; loadfile (whole files) is what runs without it.
-"${pytest[@]}" -n "$workers" --dist loadfile -m "not after_notebooks" "$@" || status=$?
+"${pytest[@]}" -n "$workers" --dist loadfile -m "not after_notebooks" --run-cells-again "$@" || status=$?
 after_status=0
 "${pytest[@]}" -p no:xdist -m after_notebooks "$@" || after_status=$?
 # Exit code 5 is "no test selected": the arguments chose files without after-notebooks tests.
