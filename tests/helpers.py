@@ -112,21 +112,33 @@ class SmallTmpfs:
     enter: tuple[str, ...]
 
 
+# Mounts the tmpfs, copies in what it should hold, makes it read-only if asked (a remount, which
+# only this first process of the namespace may do), says so, then holds the namespace until its
+# stdin closes.
+HOLD_A_TMPFS = """
+mount -t tmpfs -o "size=$1" tmpfs "$2" &&
+if [ -n "$3" ]; then cp -a "$3"/. "$2"; fi &&
+if [ "$4" = ro ]; then mount -t tmpfs -o "remount,ro,size=$1" tmpfs "$2"; fi &&
+echo mounted && exec cat
+"""
+
+
 @contextlib.contextmanager
-def small_tmpfs(folder: Path, size: str, *, read_only: bool = False):
+def small_tmpfs(folder: Path, size: str, *, read_only: bool = False,
+                holding: Path | None = None):
     """A SmallTmpfs of `size` at folder/small, gone when the block ends (its namespace with it).
 
-    Where no user namespace can be made, the test is skipped, and fails under CI.
+    It starts with a copy of `holding`'s files, if given; with `read_only`, nothing can be
+    written to it after that. Where no user namespace can be made, the test is skipped, and
+    fails under CI.
     """
     import pytest
 
     mount_point = folder / "small"
     mount_point.mkdir()
-    options = f"size={size}" + (",ro" if read_only else "")
-    holder = subprocess.Popen(  # mounts, says so, then holds the namespace until stdin closes
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-         'mount -t tmpfs -o "$1" tmpfs "$2" && echo mounted && exec cat', "sh", options,
-         str(mount_point)],
+    holder = subprocess.Popen(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", HOLD_A_TMPFS, "sh",
+         size, str(mount_point), str(holding or ""), "ro" if read_only else "rw"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if holder.stdout.readline().strip() != "mounted":

@@ -28,11 +28,10 @@ def edited_copy(path: Path) -> nbformat.NotebookNode:
 
 
 def notebooks_in(folder: Path) -> list[Path]:
-    copies = []
+    folder.mkdir(exist_ok=True)
     for source in NOTEBOOKS[:2]:
         shutil.copy2(source, folder / source.name)
-        copies.append(folder / source.name)
-    return copies
+    return [folder / source.name for source in NOTEBOOKS[:2]]
 
 
 def fill(folder: Path) -> None:
@@ -57,14 +56,13 @@ sys.exit(execute.main(sys.argv[1:]))
 
 @pytest.mark.parametrize("disk", ["full", "read-only"])
 def test_make_run_on_a_full_or_read_only_disk_leaves_every_notebook_as_it_was(tmp_path, disk):
-    with small_tmpfs(tmp_path, "256k") as tmpfs:
-        copies = notebooks_in(tmpfs.here)
+    originals = notebooks_in(tmp_path / "notebooks")
+    with small_tmpfs(tmp_path, "256k", read_only=disk == "read-only",
+                     holding=originals[0].parent) as tmpfs:
+        copies = [tmpfs.here / path.name for path in originals]
         before = {path.name: path.read_bytes() for path in copies}
         if disk == "full":
             fill(tmpfs.here)
-        else:
-            subprocess.run([*tmpfs.enter, "mount", "-o", "remount,ro", str(tmpfs.mount_point)],
-                           check=True, capture_output=True)
         run = subprocess.run(
             [*tmpfs.enter, sys.executable, "-c", MAKE_RUN_WITHOUT_KERNELS,
              *(str(tmpfs.mount_point / name) for name in before)],
