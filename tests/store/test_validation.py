@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
-from memorybook.store import MAX_MEMORY_BYTES, MemoryStore, MemoryStoreError
-from tests.store.support import Backend, make_memory, nested
+from memorybook.store import MAX_MEMORY_BYTES, MemoryStore, MemoryStoreError, SQLiteMemoryStore
+from tests.helpers import REPO_ROOT
+from tests.store.support import Backend, make_memory, nested, new_key
 
 
 def test_memory_for_another_customer_is_rejected(store: MemoryStore) -> None:
@@ -118,6 +122,38 @@ def test_every_nesting_depth_is_refused_or_fully_usable_whatever_the_callers_sta
         deep = at_stack_depth(600, lambda: sweep_nesting_depths(store, 2000))
     assert shallow == deep == list(range(1, len(shallow) + 1)), "accepted depths must not vary"
     assert len(shallow) >= 20, "ordinary memories must still be accepted"
+
+
+IN_A_KERNEL = """
+from memorybook.store import SQLiteMemoryStore
+from tests.store.support import new_key
+from tests.store.test_validation import sweep_nesting_depths
+
+with SQLiteMemoryStore({path!r}, key=new_key(), max_memories=1) as store:
+    accepted = sweep_nesting_depths(store, 2000)
+print(len(accepted), accepted == list(range(1, len(accepted) + 1)))
+"""
+
+
+def test_every_nesting_depth_is_refused_or_fully_usable_in_a_kernel(tmp_path: Path) -> None:
+    """The same sweep where a notebook's reader saves: in an IPython kernel, whose stack is
+    deeper than a script's."""
+    from jupyter_client.manager import start_new_kernel
+
+    with SQLiteMemoryStore(tmp_path / "script.sqlite3", key=new_key(), max_memories=1) as store:
+        in_a_script = sweep_nesting_depths(store, 2000)
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(REPO_ROOT),
+                                       env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    printed: list[str] = []
+    try:
+        reply = client.execute_interactive(
+            IN_A_KERNEL.format(path=str(tmp_path / "kernel.sqlite3")), timeout=120,
+            output_hook=lambda message: printed.append(message["content"].get("text", "")))
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    assert "".join(printed).split() == [str(len(in_a_script)), "True"]
 
 
 @pytest.mark.parametrize("bad_cap", [0, -1, 2.5, True])
