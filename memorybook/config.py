@@ -32,10 +32,6 @@ TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
 ALLOW_PLAIN_HTTP_ENV = "MEMORYBOOK_ALLOW_PLAIN_HTTP"  # "1": send the key over http to any host
 
 
-if not os.environ.get(API_KEY_ENV, "").strip():
-    # A blank key is no key: without this, code that passes the variable on (notebook 1's
-    # client) hands the SDK an empty key, which it refuses at import.
-    os.environ.pop(API_KEY_ENV, None)
 
 
 class ConfigError(ValueError):
