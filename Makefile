@@ -38,9 +38,12 @@ $(UV):
 # this project, editable. --locked stops when uv.lock no longer matches pyproject.toml (run
 # `make lock`) instead of resolving anew. --compile-bytecode: uv, unlike pip, leaves no .pyc
 # files by default, and where PYTHONDONTWRITEBYTECODE is set (as on this project's machines)
-# every process, kernel and test would then compile each module it imports again.
-$(INSTALLED): uv.lock pyproject.toml Makefile | $(UV)
+# every process, kernel and test would then compile each module it imports again. Then the
+# kernel configuration that gives the notebooks in notebooks/ the collection's set-up.
+$(INSTALLED): uv.lock pyproject.toml Makefile memorybook_dev/ipython_kernel_config.py | $(UV)
 	$(UV) sync --quiet --locked --no-python-downloads --compile-bytecode
+	mkdir -p $(VENV)/etc/ipython
+	cp memorybook_dev/ipython_kernel_config.py $(VENV)/etc/ipython/ipython_kernel_config.py
 	touch $@
 
 setup: $(INSTALLED) ## Create .venv and install exactly uv.lock (the lock), and this project
@@ -86,13 +89,13 @@ export: $(INSTALLED) ## Write the code the notebooks teach into memorybook/ (aft
 pattern: $(INSTALLED) ## Print the cells tagged `pattern` (the code to copy) as one script
 	@$(BIN)/python -m tools.export --pattern
 
-recording: $(INSTALLED) ## Rebuild json_cache/ from data/published_figures.csv
+recording: $(INSTALLED) ## Rebuild notebooks/json_cache/ from data/published_figures.csv
 	$(BIN)/python -m tools.build_recording
 
 record-dry-run: $(INSTALLED) ## List the calls a live recording would make and their cost; sends nothing
 	$(BIN)/python -m tools.record --dry-run
 
-record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into json_cache/json_cache.new.json and compare
+record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into notebooks/json_cache/json_cache.new.json and compare
 	$(BIN)/python -m tools.record
 
 record-calls: $(INSTALLED) ## The same calls and report as `make record`, without running the notebooks

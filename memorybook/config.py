@@ -13,8 +13,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_PATH = REPO_ROOT / "data" / "tickets.json"
-RECORDING_PATH = REPO_ROOT / "json_cache" / "json_cache.json"
-PROVENANCE_PATH = REPO_ROOT / "json_cache" / "provenance.json"
+RECORDING_PATH = REPO_ROOT / "notebooks" / "json_cache" / "json_cache.json"
+PROVENANCE_PATH = REPO_ROOT / "notebooks" / "json_cache" / "provenance.json"
 
 TYPESAFE_MODEL = "jev-1.14.0"  # the model every published figure came from
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
@@ -25,7 +25,7 @@ DEFAULT_TIMEOUT_SECONDS = 120.0  # for the whole of a live call, retries include
 # Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
 API_KEY_ENV = "TYPESAFE_API_KEY"
 ENDPOINT_ENV = "TYPESAFE_ENDPOINT"
-RECORDING_ENV = "MEMORYBOOK_RECORDING"  # use another file than json_cache/json_cache.json
+RECORDING_ENV = "MEMORYBOOK_RECORDING"  # use another file than notebooks/json_cache/json_cache.json
 ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
 TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS

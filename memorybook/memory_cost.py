@@ -1,4 +1,4 @@
-"""Generated from notebooks/09_memory_cost.ipynb by `python -m tools.export`.
+"""Generated from notebooks/08_memory_cost.ipynb by `python -m tools.export`.
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
@@ -12,10 +12,9 @@ __all__ = [
 import json
 
 from memorybook.config import input_cost_usd
-from memorybook.memory import state_with_memories
+from memorybook.memory_system import CUSTOMERS, ROUTE, request_json, state_with_memories
 from memorybook.next_steps import relevance_requests
 from memorybook.recording import recorded_requests
-from memorybook.routing import CUSTOMERS, ROUTE, request_json
 
 REPORTED_INPUT_TOKENS = 21_456  # the official run's 31 calls, as a published tutorial reports
 KEPT_WHEN_SELECTING = 2  # assumed: like C-1042, two memories bear on a ticket

@@ -1,4 +1,4 @@
-"""Generated from notebooks/08_next_steps.ipynb by `python -m tools.export`.
+"""Generated from notebooks/07_next_steps.ipynb by `python -m tools.export`.
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from cooksafe import make_playground_link
 from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
-import memorybook.gate
+import memorybook.memory_system
 from memorybook.config import (
     ENDPOINT_ENV,
     TYPESAFE_MODEL,
@@ -27,10 +27,19 @@ from memorybook.config import (
     replay_only_reason,
     shown_path,
 )
-from memorybook.gate import GATE, as_memory, worth_keeping
-from memorybook.memory import MEMORIES, customer_id, state_with_memories, ticket_id_of
+from memorybook.memory_system import (
+    GATE,
+    MEMORIES,
+    ROUTE,
+    as_memory,
+    client,
+    customer_id,
+    request_json,
+    state_with_memories,
+    ticket_id_of,
+    worth_keeping,
+)
 from memorybook.recording import open_recording
-from memorybook.routing import ROUTE, client, request_json
 
 # The next steps' answers go to their own file beside the official recording, never into it.
 NEXT_STEPS_RECORDING = recording_path().with_name("next_steps.json")
@@ -223,7 +232,8 @@ def pick_threshold(pairs: list[tuple[float, bool]], misleading_cost: float = MIS
         misleading, missing = errors(t, pairs)
         return misleading * misleading_cost + missing * missing_cost
 
-    return min(candidates, key=lambda t: (cost(t), abs(t - memorybook.gate.REMEMBER_AT), t))
+    in_use = memorybook.memory_system.REMEMBER_AT
+    return min(candidates, key=lambda t: (cost(t), abs(t - in_use), t))
 
 
 def held_out_check(pairs: list[tuple[float, bool]], **costs: float) -> list[dict]:

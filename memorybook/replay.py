@@ -115,7 +115,7 @@ def likely_reasons(state, questions: dict, model: str | None,
     if key in recorded:
         return [f"The collection makes this call, but {shown_path(recording_path())} lacks its "
                 f"answer: the file was changed or replaced. Restore it (`git checkout -- "
-                f"json_cache/json_cache.json`) or record the collection again (`make record`)."]
+                f"notebooks/json_cache/json_cache.json`) or record the collection again (`make record`)."]
     ticket_id = ticket_of(state).get("id")
     alike = [request for request in recorded.values()
              if ticket_of(request["state"]).get("id") == ticket_id

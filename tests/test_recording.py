@@ -92,7 +92,7 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
     result = run_python(MISSING_CALL, **env)
     assert result.returncode == 0, result.stderr
     message = result.stdout
-    assert "The recording json_cache/json_cache.json has no answer to this call" in message
+    assert "The recording notebooks/json_cache/json_cache.json has no answer to this call" in message
     assert "about ticket T-201 ('Slow dashboards, again') of customer C-1042" in message
     assert '`ticket.subject` is "Slow dashboards, again"' in message
     assert "https://console.typesafe.ai/playground#share/" in message

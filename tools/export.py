@@ -31,11 +31,34 @@ PACKAGE = REPO_ROOT / "memorybook"
 
 EXPORTED_TAGS = {"pattern", "export"}
 
+# A cell tagged `app-client` builds the app's client and cache (notebook 1). The module gets the
+# collection's own in its place, under the same names: replay only without a key and always in
+# CI, misses explained, the recording ($MEMORYBOOK_RECORDING or the committed one) checked as it
+# is read, live calls within $MEMORYBOOK_TIMEOUT_SECONDS.
+APP_CLIENT_TAG = "app-client"
+COLLECTION_CLIENT = """\
+# The collection's client and cache, in place of the app's (tools/export.py says why)
+from memorybook.recording import open_recording
+from memorybook.config import recording_path
+from memorybook.transport import collection_client
+
+client = collection_client()
+CACHE_FILE = recording_path()
+json_cache = open_recording(CACHE_FILE)"""
+
 
 def tagged_cells(notebook: nbformat.NotebookNode, tags: set[str]) -> list[str]:
     """The sources of a notebook's code cells that carry any of these tags, in order."""
     return [cell.source.strip() for cell in notebook.cells
             if cell.cell_type == "code" and tags & set(cell.metadata.get("tags", []))]
+
+
+def module_cells(notebook: nbformat.NotebookNode) -> list[str]:
+    """The code a notebook's module holds: its exported cells, the app's client swapped."""
+    return [COLLECTION_CLIENT if APP_CLIENT_TAG in cell.metadata.get("tags", [])
+            else cell.source.strip()
+            for cell in notebook.cells
+            if cell.cell_type == "code" and EXPORTED_TAGS & set(cell.metadata.get("tags", []))]
 
 
 def notebooks() -> list[tuple[Path, nbformat.NotebookNode]]:
@@ -75,7 +98,7 @@ def exported_modules() -> dict[Path, str]:
         module = notebook.metadata.get("memorybook", {}).get("exports_to")
         if not module:
             continue
-        code = "\n\n\n".join(tagged_cells(notebook, EXPORTED_TAGS))
+        code = "\n\n\n".join(module_cells(notebook))
         header = (
             f'"""Generated from notebooks/{notebook_path.name} by `python -m tools.export`.\n\n'
             f'Edit the notebook\'s cells tagged `pattern` or `export`, not this file."""\n\n'

@@ -129,7 +129,7 @@ def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path
 
 
 def open_recording(path: Path | None = None) -> CheckedJsonCache:
-    """The cache on the recording (by default $MEMORYBOOK_RECORDING or json_cache/json_cache.json):
+    """The cache on the recording (by default $MEMORYBOOK_RECORDING or notebooks/json_cache/json_cache.json):
     clear errors, checked answers, safe writes."""
     log = os.environ.get(USAGE_LOG_ENV, "").strip()
     return CheckedJsonCache(recording_path() if path is None else path,

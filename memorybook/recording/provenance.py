@@ -1,4 +1,4 @@
-"""json_cache/provenance.json, read in this one place: the request behind each recorded answer,
+"""notebooks/json_cache/provenance.json, read in this one place: the request behind each recorded answer,
 the reader's name for each call, and which of an answer's values were published, filled or
 measured.
 
@@ -15,7 +15,7 @@ from memorybook.config import PROVENANCE_PATH
 
 
 def read_provenance(path: Path | None = None) -> dict:
-    """The whole of json_cache/provenance.json (or of the provenance file at `path`)."""
+    """The whole of notebooks/json_cache/provenance.json (or of the provenance file at `path`)."""
     path = PROVENANCE_PATH if path is None else path
     return json.loads(path.read_text(encoding="utf-8"))
 

@@ -25,7 +25,7 @@ from tools.stopping import in_background, stop_kernels, wait_for_all
 # tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
 # imports take over a second, which a dry run, a calls-only run and a stop need not pay.
 
-# Notebooks whose live calls go to a recording of their own (8: json_cache/next_steps.json).
+# Notebooks whose live calls go to a recording of their own (8: notebooks/json_cache/next_steps.json).
 # A recording of the official calls does not run them: with a key they would ask new questions.
 OWN_RECORDING = {"08_next_steps.ipynb"}
 _STOPPED = threading.Event()  # set once a run was stopped

@@ -1,0 +1,164 @@
+"""What the collection's notebook kernels do before their first cell runs.
+
+An IPython extension, loaded by the kernel configuration `make setup` writes into the virtual
+environment (memorybook_dev/ipython_kernel_config.py), and only in kernels whose working folder is
+this repository's notebooks/: JupyterLab's, nbval's, `make run`'s, nbconvert's. A copy of a
+notebook anywhere else runs as it is written. Loaded, it:
+
+- removes TYPESAFE_API_KEY from the kernel's environment in CI, so nothing can be sent;
+- shows a call the recording lacks, a damaged recording or a failed live call as its explanation
+  (the call, its likely cause, a playground link to exactly that call, how to record it) instead
+  of a traceback; the cell still fails;
+- refuses a cell that assigns one of notebook 1's settings (`REMEMBER_AT = 1`) in a notebook that
+  uses notebook 1's code from `memorybook.memory_system`, where the assignment would change
+  nothing, and says where to set it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+from pathlib import Path
+from types import TracebackType
+
+from memorybook.config import API_KEY_ENV, RECORDING_PATH, replay_only_reason
+from memorybook.live import LiveCallFailed, describe_api_failure
+from memorybook.recording import RecordingError, check_answer, read_recording
+from memorybook.recording.cache import cache_key
+from memorybook.replay import explain_miss, read_threshold_from
+
+NOTEBOOK_ONE_MODULE = "memorybook.memory_system"
+
+
+class SettingHasNoEffectError(RecordingError):
+    """A cell assigned one of notebook 1's settings where notebook 1's code does not read it."""
+
+
+def load_ipython_extension(shell) -> None:
+    reason = replay_only_reason()
+    if reason is not None and reason.startswith("CI"):
+        os.environ.pop(API_KEY_ENV, None)  # notebook 1 then builds no client at all
+
+    def show_explained(shell, exc_type, error, traceback, tb_offset=None):
+        explained = explanation(shell, error, traceback, reason or f"{API_KEY_ENV} is not set")
+        if explained is None:
+            shell.showtraceback((exc_type, error, traceback), tb_offset=tb_offset)
+        else:
+            shell.showtraceback((type(explained), explained, None), exception_only=True)
+
+    shell.set_custom_exc((Exception,), show_explained)
+    shell.ast_transformers.append(RefuseSettingsWithoutEffect(shell))
+    read_threshold_from(lambda: threshold_the_gate_reads(shell))
+
+
+def explanation(shell, error: BaseException, traceback: TracebackType | None,
+                reason: str) -> Exception | None:
+    """What to show for an error a cell raised, or None for its usual traceback."""
+    from typesafe_sdk import TypeSafeError
+
+    if isinstance(error, RecordingError):
+        return error
+    if isinstance(error, TypeSafeError):
+        return LiveCallFailed(describe_api_failure(error))
+    frames = frames_of(traceback)
+    cached_call = next((f.f_locals for f in reversed(frames)
+                        if f.f_code.co_name == "_system_one"), None)
+    if isinstance(error, LookupError) and cached_call is not None:
+        request = {name: cached_call.get(name) for name in ("model", "state", "questions")}
+        if all(isinstance(value, str) for value in request.values()):
+            return explain_miss({"model": request["model"],
+                                 "state": json.loads(request["state"]),
+                                 "questions": json.loads(request["questions"])}, reason)
+    if isinstance(error, ValueError):  # JSONDecodeError, or pydantic's ValidationError
+        return damaged_recording(shell, frames)
+    return None
+
+
+def frames_of(traceback: TracebackType | None) -> list:
+    frames = []
+    while traceback is not None:
+        frames.append(traceback.tb_frame)
+        traceback = traceback.tb_next
+    return frames
+
+
+def recording_in_use(shell) -> Path:
+    cache_file = shell.user_ns.get("CACHE_FILE")
+    return Path(cache_file).resolve() if isinstance(cache_file, str | Path) else RECORDING_PATH
+
+
+def damaged_recording(shell, frames: list) -> RecordingError | None:
+    """The recording's own error when reading it, or an answer in it, failed."""
+    path = recording_in_use(shell)
+    try:
+        entries = read_recording(path)
+    except RecordingError as error:
+        return error
+    asked = next((f.f_locals for f in reversed(frames) if f.f_code.co_name == "ask"), None)
+    request_json = shell.user_ns.get("request_json")
+    model = shell.user_ns.get("TYPESAFE_MODEL")
+    if asked is None or not callable(request_json) or not isinstance(model, str):
+        return None
+    try:
+        state_json, questions_json = request_json(asked["state"], asked["questions"])
+    except Exception:  # not the request this error came from
+        return None
+    key = cache_key(model, state_json, questions_json)
+    if key not in entries:
+        return None
+    try:
+        check_answer(entries[key], (model, state_json, questions_json), key=key, path=path)
+    except RecordingError as error:
+        return error
+    return None
+
+
+def threshold_the_gate_reads(shell):
+    """REMEMBER_AT where the gate in this kernel reads it: this notebook's own (notebook 1) or
+    that of notebook 1's module."""
+    gate = shell.user_ns.get("worth_keeping")
+    if callable(gate) and "REMEMBER_AT" in getattr(gate, "__globals__", {}):
+        return gate.__globals__["REMEMBER_AT"]
+    module = sys.modules.get(NOTEBOOK_ONE_MODULE)
+    return getattr(module, "REMEMBER_AT", None)
+
+
+class RefuseSettingsWithoutEffect(ast.NodeTransformer):
+    """Replaces a cell that assigns a setting of notebook 1's module, in a notebook that uses that
+    module's code rather than defining its own, by one that raises SettingHasNoEffectError."""
+
+    def __init__(self, shell) -> None:
+        self.shell = shell
+
+    def visit_Module(self, node: ast.Module) -> ast.Module:
+        module = sys.modules.get(NOTEBOOK_ONE_MODULE)
+        own_gate = getattr(self.shell.user_ns.get("worth_keeping"), "__module__", None)
+        if module is None or own_gate == "__main__":
+            return node
+        settings = {name for name in vars(module) if name.isupper()}
+        assigned = [name for statement in node.body for name in assigned_names(statement)
+                    if name in settings]
+        if not assigned:
+            return node
+        name = assigned[0]
+        message = (
+            f"{name} here would change nothing: this notebook uses notebook 1's code from "
+            f"{NOTEBOOK_ONE_MODULE}, which reads its own {name}. Set it there instead: "
+            f"`import {NOTEBOOK_ONE_MODULE}` and `{NOTEBOOK_ONE_MODULE}.{name} = ...`, or edit "
+            f"notebook 1's settings cell and run notebook 1. Nothing in this cell was run.")
+        raise_it = ast.parse(
+            f"raise __import__({__name__!r}, fromlist=['_']).SettingHasNoEffectError({message!r})")
+        return ast.fix_missing_locations(raise_it)
+
+
+def assigned_names(statement: ast.stmt) -> list[str]:
+    """The names a top-level statement binds by assignment."""
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, ast.AnnAssign | ast.AugAssign):
+        targets = [statement.target]
+    else:
+        return []
+    return [target.id for target in targets if isinstance(target, ast.Name)]
