@@ -5,14 +5,12 @@ Every other module takes its paths, constants and environment variable names fro
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DATA_PATH = REPO_ROOT / "data" / "tickets.json"
 RECORDING_PATH = REPO_ROOT / "notebooks" / "json_cache" / "json_cache.json"
 PROVENANCE_PATH = REPO_ROOT / "notebooks" / "json_cache" / "provenance.json"
 
@@ -36,29 +34,6 @@ ALLOW_PLAIN_HTTP_ENV = "MEMORYBOOK_ALLOW_PLAIN_HTTP"  # "1": send the key over h
 
 class ConfigError(ValueError):
     """A setting or data file this project reads is unusable; the message names it and why."""
-
-
-def load_data(path: Path | None = None) -> dict:
-    """The customers, tickets and hand labels, exactly as the official cookbook defines them."""
-    path = DATA_PATH if path is None else path
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ConfigError(
-            f"{shown_path(path)} is not valid JSON: {error.msg} at line {error.lineno}, column "
-            f"{error.colno} (character {error.pos}). Fix it there{restore_hint(path)}."
-        ) from None
-    except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"{shown_path(path)} is not UTF-8 text (byte {error.start}); fix it"
-            f"{restore_hint(path)}."
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{shown_path(path)} holds a JSON {type(data).__name__}, not an object; fix it"
-            f"{restore_hint(path)}."
-        )
-    return data
 
 
 def input_cost_usd(input_tokens: float) -> float:

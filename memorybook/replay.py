@@ -11,6 +11,7 @@ this process met before), a playground link to exactly that call, and how to rec
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 
 import httpx2
@@ -115,7 +116,8 @@ def likely_reasons(state, questions: dict, model: str | None,
     if key in recorded:
         return [f"The collection makes this call, but {shown_path(recording_path())} lacks its "
                 f"answer: the file was changed or replaced. Restore it (`git checkout -- "
-                f"notebooks/json_cache/json_cache.json`) or record the collection again (`make record`)."]
+                f"notebooks/json_cache/json_cache.json`) or record the collection again "
+                f"(`make record`)."]
     ticket_id = ticket_of(state).get("id")
     alike = [request for request in recorded.values()
              if ticket_of(request["state"]).get("id") == ticket_id
@@ -166,7 +168,7 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
         which = "has" if theirs is _ABSENT else "lacks"
         return f"The state {which} `{path.removeprefix('state.')}`, unlike the recorded call."
     return (f"`{path.removeprefix('state.')}` is {_short(ours)}; in the recorded call it is "
-            f"{_short(theirs)}. The input was edited (data/tickets.json or a cell).")
+            f"{_short(theirs)}. The input was edited (notebook 1's DATA or a cell).")
 
 
 def _why_memories_differ(earlier: RecordingMissError | None) -> str:
@@ -181,28 +183,28 @@ def _why_memories_differ(earlier: RecordingMissError | None) -> str:
             "the kernel and run the notebook from the top.")
 
 
-# Where the gate's threshold in use is read, registered by the collection where it defines
-# REMEMBER_AT; the latest registration counts.
+# Where the gate's threshold in use is read, registered by the collection's notebook kernels
+# (memorybook_dev/collection_kernel.py); the latest registration counts.
 _THRESHOLD_READERS: list[Callable[[], object]] = []
 
 
 def read_threshold_from(reader: Callable[[], object]) -> None:
     """Explain misses with the threshold `reader()` returns: the REMEMBER_AT the gate reads.
 
-    The collection registers it where the threshold is defined, for notebook 2 in an export cell
-    after its pattern cell: `read_threshold_from(lambda: REMEMBER_AT)`. The lambda reads the
-    threshold when a miss is explained, so a value changed later (in the notebook, or on
-    `memorybook.gate`) is the one named.
+    The reader is called when a miss is explained, so a value changed later (in notebook 1, or
+    on `memorybook.memory_system`) is the one named.
     """
     _THRESHOLD_READERS.append(reader)
 
 
 def threshold_in_use() -> float | None:
-    """REMEMBER_AT as the gate reads it, or None where it cannot be known."""
+    """REMEMBER_AT as the gate reads it: from the latest reader registered, else from notebook
+    1's module if it is imported; None where it cannot be known."""
     if _THRESHOLD_READERS:
         value = _THRESHOLD_READERS[-1]()
-        return value if isinstance(value, int | float) else None
-    return None
+    else:
+        value = getattr(sys.modules.get("memorybook.memory_system"), "REMEMBER_AT", None)
+    return value if isinstance(value, int | float) else None
 
 
 def how_to_record(reason: str) -> str:

@@ -61,7 +61,7 @@ def decode(link: str) -> tuple[dict, dict, dict]:
 ONE_LIVE_CALL = textwrap.dedent("""
     from typesafe_sdk import TypeSafeError
     from memorybook.live import describe_api_failure
-    from memorybook.routing import ROUTE, ask, later_state
+    from memorybook.memory_system import ROUTE, ask, later_state
     try:
         ask(later_state("C-1042", 0), ROUTE)
     except TypeSafeError as error:
@@ -91,7 +91,7 @@ def copy_of_the_collection(destination: Path) -> Path:
                 or not (os.path.isfile(os.path.join(folder, name))
                         or os.path.isdir(os.path.join(folder, name)))}
 
-    for folder in ("notebooks", "memorybook", "data", "json_cache"):
+    for folder in ("notebooks", "memorybook", "memorybook_dev", "data"):
         shutil.copytree(REPO_ROOT / folder, destination / folder, ignore=left_out)
     return destination
 

@@ -3,7 +3,7 @@
     with jupyterlab_server(REPO_ROOT) as lab:
         ...                      # anything that can be done while the server starts
         lab.wait_until_ready()   # bounded: /api/status answers, or an error with the server's log
-        lab.url("lab/tree/notebooks/01_plain_routing.ipynb")
+        lab.url("lab/tree/notebooks/01_memory_system.ipynb")
 
 The server runs with this interpreter (the project's environment) on 127.0.0.1, on a port it
 binds itself (a port picked here and handed to it could be taken by another process while it

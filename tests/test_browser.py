@@ -57,7 +57,7 @@ EXPECTED_LINKS = {"06_playground_links": 13}
 # Notebook 8 links to the requests its next steps would send, which the recording does not hold.
 # Links that open calls the recording lacks, on purpose: notebook 7's capped store, and notebook
 # 8's next steps, whose answers were never recorded.
-LINKS_TO_UNRECORDED_CALLS = {"07_persistent_memory": 1, "08_next_steps": 12}
+LINKS_TO_UNRECORDED_CALLS = {"07_persistent_memory": 1, "07_next_steps": 12}
 TEXT_MIMES = ("text/plain", "text/markdown")
 
 

@@ -12,7 +12,7 @@ ROW = re.compile(r"^\| (C-\d+) \| ([^|]+?) \| (.*) \| (.*) \|$", re.M)
 
 def test_every_link_opens_a_recorded_call_with_the_pinned_model():
     recording = read_recording(RECORDING_PATH)
-    links = [url for text in markdown_outputs(notebook("06")) for _, url in LINK.findall(text)]
+    links = [url for text in markdown_outputs(notebook("05")) for _, url in LINK.findall(text)]
     assert len(links) == 13
     for url in links:
         state, questions, share = decode(url)
@@ -22,7 +22,7 @@ def test_every_link_opens_a_recorded_call_with_the_pinned_model():
 
 
 def test_the_official_link_holds_c1042s_slow_dashboards_with_t101_and_t105():
-    official = markdown_outputs(notebook("06"))[0]
+    official = markdown_outputs(notebook("05"))[0]
     (label, url), = LINK.findall(official)
     state, _, _ = decode(url)
     assert "C-1042" in label and "T-101 and T-105" in label
@@ -32,7 +32,7 @@ def test_the_official_link_holds_c1042s_slow_dashboards_with_t101_and_t105():
 
 
 def test_each_table_row_links_the_plain_and_the_remembered_state_it_names():
-    table = markdown_outputs(notebook("06"))[1]
+    table = markdown_outputs(notebook("05"))[1]
     rows = ROW.findall(table)
     assert len(rows) == 6
     for customer, subject, plain_cell, memory_cell in rows:

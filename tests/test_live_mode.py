@@ -313,8 +313,8 @@ def test_accepting_without_a_new_recording_says_so_in_one_line(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("arguments, complaint", [
-    (["--calls-only", "notebooks/01_plain_routing.ipynb"], "name notebooks or --calls-only"),
-    (["notebooks/08_next_steps.ipynb"], "records into a file of its own"),
+    (["--calls-only", "notebooks/01_memory_system.ipynb"], "name notebooks or --calls-only"),
+    (["notebooks/07_next_steps.ipynb"], "records into a file of its own"),
     (["notebooks/99_missing.ipynb"], "no notebook at notebooks/99_missing.ipynb"),
 ])
 def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, complaint,
@@ -346,7 +346,7 @@ TIMED_CALL = textwrap.dedent("""
 
     from typesafe_sdk import TypeSafeError
     from memorybook.live import describe_api_failure
-    from memorybook.routing import ROUTE, ask, later_state
+    from memorybook.memory_system import ROUTE, ask, later_state
 
     started = time.monotonic()
     try:

@@ -2,8 +2,7 @@
 
 import pytest
 
-from memorybook.memory import InMemoryMemories, ticket_id_of
-from memorybook.routing import EARLIER
+from memorybook.memory_system import EARLIER, InMemoryMemories, ticket_id_of
 from memorybook.store import Memories, MemoryStore
 
 

@@ -13,9 +13,16 @@ from memorybook.recording import cache_key, read_recording
 @pytest.fixture(scope="module")
 def cost():
     from memorybook import memory_cost
-    from memorybook.gate import GATE, as_memory
-    from memorybook.memory import InMemoryMemories, remember_earlier_tickets, with_memories
-    from memorybook.routing import ROUTE, ask, later_state
+    from memorybook.memory_system import (
+        GATE,
+        ROUTE,
+        InMemoryMemories,
+        as_memory,
+        ask,
+        later_state,
+        remember_earlier_tickets,
+        with_memories,
+    )
 
     memories = InMemoryMemories()
     remember_earlier_tickets(memories)

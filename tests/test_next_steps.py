@@ -66,8 +66,8 @@ def live_env(base_url: str, recording: Path) -> dict[str, str]:
 
 PRELUDE = """
 import json
-from memorybook.memory import InMemoryMemories, ticket_id_of
-from memorybook.routing import EARLIER, ROUTE, later_state
+from memorybook.memory_system import InMemoryMemories, ticket_id_of
+from memorybook.memory_system import EARLIER, ROUTE, later_state
 from memorybook.next_steps import *
 
 def memory_like(index, ticket, text):
@@ -193,8 +193,8 @@ def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path):
 def test_the_apps_reply_names_the_team_only_when_no_memory_could_have_chosen_it():
     from typesafe_sdk import SystemOneResponse
 
+    from memorybook.memory_system import EARLIER
     from memorybook.next_steps import routing_reply
-    from memorybook.routing import EARLIER
 
     routed = SystemOneResponse.model_validate({
         "model": TYPESAFE_MODEL, "usage": {},
@@ -224,13 +224,21 @@ def test_the_threshold_follows_the_stated_costs_and_is_checked_on_held_out_pairs
 
 
 def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
-    from memorybook.memory import InMemoryMemories, ask_with_memory, remember_earlier_tickets
+    from memorybook.memory_system import (
+        DATA,
+        EARLIER,
+        ROUTE,
+        InMemoryMemories,
+        ask_with_memory,
+        later_state,
+        remember_earlier_tickets,
+        request_json,
+    )
     from memorybook.next_steps import (
         gate_request_with_reply,
         relevance_requests,
         supersede_requests,
     )
-    from memorybook.routing import DATA, EARLIER, ROUTE, later_state, request_json
 
     memories = InMemoryMemories()
     remember_earlier_tickets(memories)
@@ -243,7 +251,7 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
         sent = memories.recall(state["customer"]["id"])
         response = ask_with_memory(state, ROUTE, memories)
         expected.append(gate_request_with_reply(state, ROUTE, response, sent))
-    links = [url for text in markdown_outputs(notebook("08")) for _, url in LINK.findall(text)]
+    links = [url for text in markdown_outputs(notebook("07")) for _, url in LINK.findall(text)]
     assert len(links) == len(expected) == 12
     for url, request in zip(links, expected, strict=True):
         state, questions, share = decode(url)
@@ -254,7 +262,7 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
 
 
 def test_the_notebook_shows_no_next_step_answer_and_says_so():
-    text = stdout_text(notebook("08"))
+    text = stdout_text(notebook("07"))
     assert text.count("Jev's answers to these requests are not in the recording") == 3
     assert "Live:" not in text and "SYNTHETIC" not in text and SYNTHETIC_MODEL not in text
 
@@ -267,8 +275,8 @@ def test_a_live_run_of_the_notebook_writes_only_the_next_steps_file(server, tmp_
     shutil.copyfile(RECORDING_PATH, official)
     for name, value in live_env(server.base_url, official).items():
         monkeypatch.setenv(name, value)
-    path = tmp_path / "08_next_steps.ipynb"
-    shutil.copyfile(REPO_ROOT / "notebooks" / "08_next_steps.ipynb", path)
+    path = tmp_path / "07_next_steps.ipynb"
+    shutil.copyfile(REPO_ROOT / "notebooks" / "07_next_steps.ipynb", path)
     run = execute(path)
     text = "".join("".join(o.get("text", "")) for c in run.cells for o in c.get("outputs", []))
     assert official.read_bytes() == RECORDING_PATH.read_bytes() == COMMITTED_RECORDING

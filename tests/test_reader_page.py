@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -18,7 +19,8 @@ import textwrap
 
 import nbformat
 
-from memorybook.config import DATA_PATH, RECORDING_PATH
+from memorybook.config import RECORDING_PATH
+from memorybook.memory_system import DATA
 from tests.helpers import NOTEBOOKS, REPO_ROOT
 from tools.export import pattern_script
 from tools.loopback_server import closed_port
@@ -69,7 +71,7 @@ def test_the_pattern_cells_alone_reproduce_the_published_result(tmp_path):
     recording = folder / "json_cache" / "json_cache.json"
     shutil.copyfile(RECORDING_PATH, recording)
     before = hashlib.sha256(recording.read_bytes()).hexdigest()
-    data = DATA_PATH.read_text(encoding="utf-8")
+    data = json.dumps(DATA)
     script = folder / "app.py"
     script.write_text(pattern_script() + OFFICIAL_STATES.format(data=data), encoding="utf-8")
 

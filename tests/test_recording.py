@@ -74,7 +74,7 @@ MISSING_CALL = """
         raise AssertionError("a socket was opened")
 
     socket.socket.connect = socket.socket.connect_ex = socket.create_connection = no_network
-    from memorybook.routing import ROUTE, ask, later_state
+    from memorybook.memory_system import ROUTE, ask, later_state
     from memorybook.replay import RecordingMissError
 
     state = later_state("C-1042", 0)
@@ -92,7 +92,8 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
     result = run_python(MISSING_CALL, **env)
     assert result.returncode == 0, result.stderr
     message = result.stdout
-    assert "The recording notebooks/json_cache/json_cache.json has no answer to this call" in message
+    assert ("The recording notebooks/json_cache/json_cache.json has no answer to this call"
+            in message)
     assert "about ticket T-201 ('Slow dashboards, again') of customer C-1042" in message
     assert '`ticket.subject` is "Slow dashboards, again"' in message
     assert "https://console.typesafe.ai/playground#share/" in message
@@ -104,7 +105,7 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
 def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path):
     corrupt = tmp_path / "json_cache.json"
     corrupt.write_text('{"half an entry": ', encoding="utf-8")
-    result = run_python("import memorybook.routing", MEMORYBOOK_RECORDING=str(corrupt))
+    result = run_python("import memorybook.memory_system", MEMORYBOOK_RECORDING=str(corrupt))
     assert result.returncode != 0
     assert "RecordingError" in result.stderr and str(corrupt) in result.stderr
     assert "git checkout" not in result.stderr  # git cannot restore a file outside the repository

@@ -157,14 +157,14 @@ def test_the_committed_recording_passes_every_check():
 
 
 NOTEBOOK_ONE_CALL = """
-    from memorybook.routing import ROUTE, ask, later_state
+    from memorybook.memory_system import ROUTE, ask, later_state
     answer = ask(later_state("C-1042", 0), ROUTE)
     print("plain Jev ->", answer.answers["team"].choice)
 """
 
 
 def test_a_damaged_committed_entry_stops_notebook_one(tmp_path):
-    result = run_python("from memorybook.routing import ROUTE, ask, later_state\n"
+    result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
                         "import json, sys\n"
                         "from memorybook.recording import cache_key\n"
                         "from memorybook.config import TYPESAFE_MODEL\n"
@@ -334,7 +334,7 @@ def test_a_good_timeout_setting_is_used(monkeypatch):
 
 
 def test_a_bad_timeout_stops_a_live_notebook_at_import_with_a_clear_error():
-    result = run_python("import memorybook.routing", TYPESAFE_API_KEY="sk-test",
+    result = run_python("import memorybook.memory_system", TYPESAFE_API_KEY="sk-test",
                         MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="abc")
     assert result.returncode != 0
     assert "ConfigError: MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive number" in result.stderr
@@ -380,7 +380,7 @@ def test_git_checkout_is_never_suggested_for_a_file_git_does_not_track(name):
 
 def test_a_blank_api_key_is_no_key():
     result = run_python("""
-        from memorybook.routing import ROUTE, ask, later_state
+        from memorybook.memory_system import ROUTE, ask, later_state
         print(ask(later_state("C-1042", 0), ROUTE).answers["team"].choice)
     """, TYPESAFE_API_KEY="  ")
     assert result.returncode == 0, result.stderr

@@ -5,10 +5,10 @@ under the same cache keys. It runs the notebooks' own code (the probe experiment
 reconciliation: the official run's order) against a stand-in transport that answers each call from
 `data/published_figures.csv`. Every value the official page prints is taken from that table as it
 is; every value it does not print is filled by one of the RULES below, and
-`notebooks/json_cache/provenance.json` records, field by field, which is which and where on the page each
-published value stands.
+`notebooks/json_cache/provenance.json` records, field by field, which is which and where on the
+page each published value stands.
 
-    python -m tools.build_recording          # write notebooks/json_cache/json_cache.json and provenance.json
+    python -m tools.build_recording          # write notebooks/json_cache/: both files
     python -m tools.build_recording --check  # exit 1 if the committed files differ from a rebuild
 """
 
@@ -29,7 +29,6 @@ from pathlib import Path
 import httpx2
 
 from memorybook.config import (
-    DATA_PATH,
     PROVENANCE_PATH,
     RECORDED_ON,
     RECORDING_ENV,
@@ -40,7 +39,7 @@ from memorybook.config import (
 from memorybook.recording import cache_key
 from tools.record.calls import make_every_call
 
-FIGURES_PATH = DATA_PATH.with_name("published_figures.csv")
+FIGURES_PATH = REPO_ROOT / "data" / "published_figures.csv"
 
 # Totals the official run's recording holds (31 distinct calls), as a tutorial of the page reports.
 PUBLISHED_TOTALS = {"calls": 31, "route_calls": 19, "gate_calls": 12,
@@ -161,7 +160,8 @@ def rebuild() -> tuple[str, str]:
 
     def answer(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
-        identity = identify(body, routing.ROUTE["team"].criteria, memory.MEMORY_KEY)
+        identity = identify(body, memory_system.ROUTE["team"].criteria,
+                            memory_system.MEMORY_KEY)
         row = figures.get(identity)
         if row is None:
             raise UnpublishedCallError(f"no published figures for the call {identity}")
@@ -184,9 +184,9 @@ def rebuild() -> tuple[str, str]:
         os.environ[RECORDING_ENV] = str(scratch_recording)
         from typesafe_sdk import TypeSafeClient
 
-        from memorybook import memory, routing
+        from memorybook import memory_system
 
-        routing.client = TypeSafeClient(
+        memory_system.client = TypeSafeClient(
             api_key="rebuild", transport=httpx2.MockTransport(answer), compression=False
         )
         with contextlib.redirect_stdout(io.StringIO()):
@@ -220,7 +220,8 @@ def rebuild() -> tuple[str, str]:
     provenance = {
         "origin": "rebuilt",
         "recording_sha256": hashlib.sha256(recording.encode()).hexdigest(),
-        "about": "What in notebooks/json_cache/json_cache.json is published and what is filled in, and "
+        "about": "What in notebooks/json_cache/json_cache.json is published and what is filled "
+        "in, and "
         "the request behind each answer; written by `python -m tools.build_recording`, never by "
         "hand.",
         "model": TYPESAFE_MODEL,

@@ -62,8 +62,10 @@ def notebook_paths() -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
-def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.NotebookNode:
-    """Execute one notebook in a fresh kernel; return it with its outputs.
+def execute(path: Path, cells_wait_for: Future | None = None,
+            folder: Path | None = None) -> nbformat.NotebookNode:
+    """Execute one notebook in a fresh kernel working in `folder` (by default the notebook's
+    own); return it with its outputs.
 
     With `cells_wait_for`, the kernel starts and imports the heavy libraries at once, but runs the
     notebook's cells only when that future is done (and not at all if it failed): a live
@@ -79,7 +81,7 @@ def execute(path: Path, cells_wait_for: Future | None = None) -> nbformat.Notebo
         record_timing=False,
         coalesce_streams=True,
         extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up notices on a terminal
-        resources={"metadata": {"path": str(path.parent)}},
+        resources={"metadata": {"path": str(path.parent if folder is None else folder)}},
     )
     if cells_wait_for is not None:
 

@@ -129,8 +129,8 @@ def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path
 
 
 def open_recording(path: Path | None = None) -> CheckedJsonCache:
-    """The cache on the recording (by default $MEMORYBOOK_RECORDING or notebooks/json_cache/json_cache.json):
-    clear errors, checked answers, safe writes."""
+    """The cache on the recording (by default $MEMORYBOOK_RECORDING, else the committed
+    notebooks/json_cache/json_cache.json): clear errors, checked answers, safe writes."""
     log = os.environ.get(USAGE_LOG_ENV, "").strip()
     return CheckedJsonCache(recording_path() if path is None else path,
                             usage_log=Path(log) if log else None)

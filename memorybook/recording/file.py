@@ -196,7 +196,8 @@ def _load_entries(path: Path) -> dict:
         problem = entry_shape_problem(entry)
         if problem is not None:
             call = call_named_for(key)
-            named = "" if call is None else f" (the call {call!r} in notebooks/json_cache/provenance.json)"
+            named = ("" if call is None
+                     else f" (the call {call!r} in notebooks/json_cache/provenance.json)")
             raise RecordingError(
                 f"The recording {shown_path(path)} has a damaged entry {shown_key(key)}{named}: "
                 f"{problem}. It was left as it is. Remove that entry and record it again"

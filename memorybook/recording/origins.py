@@ -1,7 +1,7 @@
 """What the recording holds and where each value came from: published, filled by a rule, measured.
 
-These join the recording with notebooks/json_cache/provenance.json for the notebooks: the summary under
-notebook 1's client, one answer's values, and every answer to one Noul question.
+These join the recording with notebooks/json_cache/provenance.json for the notebooks: the
+summary of the recording, one answer's values, and every answer to one Noul question.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""notebooks/json_cache/provenance.json, read in this one place: the request behind each recorded answer,
-the reader's name for each call, and which of an answer's values were published, filled or
-measured.
+"""notebooks/json_cache/provenance.json, read in this one place: the request behind each
+recorded answer, the reader's name for each call, and which of an answer's values were published,
+filled or measured.
 
 `tools/build_recording.py` and `make accept-recording` write the file; everything else reads it
 through these functions.

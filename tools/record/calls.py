@@ -1,7 +1,7 @@
 """The set of calls the collection makes: what a live recording records and the rebuild answers.
 
-Every call the notebooks make to System One comes from the probe experiment (notebook 4) and the
-reconciliation (notebook 5), run for each customer. One customer's calls never depend on
+Every call the notebooks make to System One comes from notebook 1's probe experiment and
+reconciliation, run for each customer. One customer's calls never depend on
 another's, so a recording makes them side by side, one thread per customer.
 """
 
@@ -22,9 +22,7 @@ def make_every_call(customers: Sequence[str] | None = None) -> None:
 
     Imports the notebooks' modules, so $MEMORYBOOK_RECORDING must name the recording before.
     """
-    from memorybook.probes import probe_experiment
-    from memorybook.reconciliation import reconcile
-    from memorybook.routing import CUSTOMERS
+    from memorybook.memory_system import CUSTOMERS, probe_experiment, reconcile
 
     chosen = tuple(CUSTOMERS) if customers is None else customers
     probe_experiment(chosen)
@@ -33,10 +31,9 @@ def make_every_call(customers: Sequence[str] | None = None) -> None:
 
 def start_every_call(customers: Sequence[str] | None = None) -> list[Future]:
     """Start every call the collection makes, one thread per customer."""
-    from memorybook.routing import CUSTOMERS
+    importlib.import_module("memorybook.memory_system")  # here, before the threads use it
+    from memorybook.memory_system import CUSTOMERS
 
-    for module in ("memorybook.probes", "memorybook.reconciliation"):
-        importlib.import_module(module)  # here, before the customers' threads use them
     return [in_background(make_every_call, [customer]) for customer in customers or CUSTOMERS]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -25,9 +26,9 @@ from tools.stopping import in_background, stop_kernels, wait_for_all
 # tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
 # imports take over a second, which a dry run, a calls-only run and a stop need not pay.
 
-# Notebooks whose live calls go to a recording of their own (8: notebooks/json_cache/next_steps.json).
+# Notebooks whose live calls go to a recording of their own (7: json_cache/next_steps.json).
 # A recording of the official calls does not run them: with a key they would ask new questions.
-OWN_RECORDING = {"08_next_steps.ipynb"}
+OWN_RECORDING = {"07_next_steps.ipynb"}
 _STOPPED = threading.Event()  # set once a run was stopped
 
 
@@ -54,10 +55,15 @@ def record(output: Path, notebooks_out: Path, notebooks: list[Path] | None = Non
         return 1
     print(f"Recording into {shown_path(output)} ({already} calls already in it).", flush=True)
     calls: Future = Future()
+    # Notebook 1 reads json_cache/json_cache.json beside itself: the notebooks run in a folder
+    # whose json_cache/ holds the new recording once every call is in it.
+    replay_folder = notebooks_out / "replay"
+    (replay_folder / "json_cache").mkdir(parents=True, exist_ok=True)
     try:
         paths = notebooks_of_the_official_calls() if notebooks is None else notebooks
-        runs = start_notebooks(paths, calls)  # their kernels start during the calls
+        runs = start_notebooks(paths, calls, replay_folder)  # kernels start during the calls
         run_every_call()
+        shutil.copyfile(output, replay_folder / "json_cache" / "json_cache.json")
         calls.set_result(None)
         write_notebooks(paths, wait_for_all(runs), notebooks_out)
     except BaseException as error:  # noqa: BLE001 - every way out stops the run the same way
@@ -77,13 +83,13 @@ def notebooks_of_the_official_calls() -> list[Path]:
     return [path for path in notebook_paths() if path.name not in OWN_RECORDING]
 
 
-def start_notebooks(paths: list[Path], calls: Future) -> list[Future]:
-    """Start a kernel for each notebook; its cells wait for `calls`."""
+def start_notebooks(paths: list[Path], calls: Future, folder: Path) -> list[Future]:
+    """Start a kernel for each notebook, working in `folder`; its cells wait for `calls`."""
     if not paths:
         return []
     from tools.execute import execute
 
-    return [in_background(execute, path, calls) for path in paths]
+    return [in_background(execute, path, calls, folder) for path in paths]
 
 
 def write_notebooks(paths: list[Path], notebooks: list, notebooks_out: Path) -> None:
