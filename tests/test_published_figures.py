@@ -11,10 +11,12 @@ from tests.helpers import PUBLISHED, notebook, stdout_text
 PUBLISHED_OUTPUTS = [
     ("01", "first_ticket.txt"),
     ("01", "baseline.txt"),
-    ("04", "probe_table.txt"),
-    ("05", "reconciliation_table.txt"),
-    ("07", "probe_table.txt"),  # the same run, with memories kept in the encrypted store
-    ("07", "reconciliation_table.txt"),
+    ("01", "probe_table.txt"),
+    ("01", "reconciliation_table.txt"),
+    ("03", "probe_table.txt"),
+    ("04", "reconciliation_table.txt"),
+    ("06", "probe_table.txt"),  # the same run, with memories kept in the encrypted store
+    ("06", "reconciliation_table.txt"),
 ]
 
 
@@ -28,19 +30,16 @@ SHOWN = [
     # the gate's two published verdicts on the first tickets
     ("02", "C-1042 T-101  routed to selfhosted_windows  P(remember) 0.97  saved"),
     ("02", "C-2210 T-102  routed to general             P(remember) 0.98  saved"),
-    # the wrapper: same call, same return type, the published plain and remembered routes
-    ("03", "plain ask()        -> SystemOneResponse: cloud_ops 0.55"),
-    ("03", "ask_with_memory()  -> SystemOneResponse: selfhosted_windows 0.98"),
-    ("03", "C-1042 memories: T-101, T-105\nC-2210 memories: T-102"),
-    ("05", "Expected routes: 3/6 without memory, 6/6 with memory."),
+    ("01", "Expected routes: 3/6 without memory, 6/6 with memory."),
+    ("04", "Expected routes: 3/6 without memory, 6/6 with memory."),
     # provenance and cost, computed from the recording
-    ("01", "31 calls to jev-1.14.0 (the published result of 2026-10-29, rebuilt from the "
+    ("07", "31 calls to jev-1.14.0 (the published result of 2026-10-29, rebuilt from the "
            "official page's figures)"),
-    ("01", "read 21,456 input tokens: $0.0009 at $42 per billion"),
+    ("07", "read 21,456 input tokens: $0.0009 at $42 per billion"),
     # the store: a separate process routes from it alone; forgetting; nothing in plaintext
-    ("07", "memories found: T-101, T-105\nslow dashboards -> selfhosted_windows 0.98"),
-    ("07", "deleted: T-105 - Sandbox environment\nC-1042 now remembers: T-101"),
-    ("07", "'Windows Server 2022' in the database files: False"),
+    ("06", "memories found: T-101, T-105\nslow dashboards -> selfhosted_windows 0.98"),
+    ("06", "deleted: T-105 - Sandbox environment\nC-1042 now remembers: T-101"),
+    ("06", "'Windows Server 2022' in the database files: False"),
 ]
 
 

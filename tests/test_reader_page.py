@@ -114,7 +114,7 @@ def test_the_pattern_covers_what_an_app_needs_in_reading_order():
                for node in ast.parse(pattern_script()).body
                if isinstance(node, ast.FunctionDef | ast.ClassDef)
                or (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))]
-    needed = ["client", "json_cache", "ROUTE", "ask", "REMEMBER_AT", "MEMORY_KEY", "as_memory",
+    needed = ["REMEMBER_AT", "MEMORY_KEY", "client", "json_cache", "ROUTE", "ask", "as_memory",
               "GATE", "worth_keeping", "MEMORIES", "ask_with_memory"]
     assert [name for name in defined if name in needed] == needed
 

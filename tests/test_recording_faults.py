@@ -16,15 +16,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 from cooksafe import JsonCache
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from memorybook import recording
 from memorybook.config import (
     RECORDING_PATH,
     REPO_ROOT,
     ConfigError,
-    load_data,
     restore_hint,
     timeout_seconds,
 )
@@ -35,7 +37,7 @@ from memorybook.recording import (
     open_recording,
     read_recording,
 )
-from tests.helpers import COMMITTED_RECORDING, run_python
+from tests.helpers import COMMITTED_RECORDING, copy_of_the_collection, run_python
 
 COMMITTED_ENTRIES = json.loads(COMMITTED_RECORDING)
 STATE = {"customer": {"id": "C-1042", "company": "Acme Corp"},
@@ -307,13 +309,28 @@ def test_git_checkout_is_only_suggested_for_files_of_the_repository(tmp_path):
     assert "git checkout" not in str(raised.value) and str(outside) in str(raised.value)
 
 
-def test_a_broken_tickets_file_names_itself_and_the_position(tmp_path):
-    broken = tmp_path / "tickets.json"
-    broken.write_text('{"customers": {\n  "C-1042": ,\n}}', encoding="utf-8")
-    with pytest.raises(ConfigError) as raised:
-        load_data(broken)
-    assert str(broken) in str(raised.value) and "line 2, column 13" in str(raised.value)
-    assert load_data()["customers"]  # the real file still loads
+@pytest.mark.parametrize("damage", ["not JSON", "an answer of the wrong shape"])
+def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_path, damage):
+    copy = copy_of_the_collection(tmp_path / "copy")
+    recording = copy / "notebooks" / "json_cache" / "json_cache.json"
+    if damage == "not JSON":
+        recording.write_text('{"_system_one|jev-1.14.0|": ', encoding="utf-8")
+    else:
+        entries = json.loads(recording.read_text(encoding="utf-8"))
+        for entry in entries.values():
+            entry["answers"].get("team", {}).pop("choice", None)
+        recording.write_text(json.dumps(entries, indent=2), encoding="utf-8")
+    path = copy / "notebooks" / "01_memory_system.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with pytest.raises(CellExecutionError):
+        client.execute()
+    [error] = [output for cell in notebook.cells for output in cell.get("outputs", [])
+               if output.output_type == "error"]
+    assert error.ename == "RecordingError", error.evalue
+    assert "json_cache" in error.evalue and len(error.traceback) <= 2, error.traceback
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "  "])

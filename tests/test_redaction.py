@@ -81,7 +81,8 @@ def test_make_record_never_reports_or_writes_the_key(tmp_path):
 
 
 def test_a_notebook_saved_after_an_echoing_failure_holds_no_key(tmp_path):
-    notebook = REPO_ROOT / "notebooks" / "01_memory_system.ipynb"
+    # Notebook 2 calls through notebook 1's module, whose client is the collection's.
+    notebook = REPO_ROOT / "notebooks" / "02_memory_gate.ipynb"
     saved = tmp_path / "executed.ipynb"
     command = [sys.executable, "-m", "jupyter", "nbconvert", "--execute", "--allow-errors",
                "--to", "notebook", "--output", str(saved), str(notebook)]

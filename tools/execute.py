@@ -1,7 +1,7 @@
 """Run the notebooks top to bottom in fresh kernels and store their outputs, reproducibly.
 
     python -m tools.execute                 # every notebook, in reading order, in place
-    python -m tools.execute notebooks/05_reconciliation.ipynb
+    python -m tools.execute notebooks/04_reconciliation.ipynb
 
 The kernels never see TYPESAFE_API_KEY: stored outputs come from the recording (`make record` is
 the live path). Outputs are stored without timings, and the notebook metadata is reduced to what

@@ -87,7 +87,7 @@ def replay_in_a_new_process(path: Path) -> dict:
 
 def replay_check() -> int:
     """Print, as JSON, which calls the recording in $MEMORYBOOK_RECORDING cannot answer."""
-    from memorybook import routing
+    from memorybook import memory_system
     from memorybook.replay import RecordingMissError
 
     requests = {}
@@ -96,9 +96,9 @@ def replay_check() -> int:
         requests[key] = {"model": model, "state": json.loads(state),
                          "questions": json.loads(questions)}
 
-    routing.json_cache.note_lookups(note)
+    memory_system.json_cache.note_lookups(note)
     unanswered = []
-    for customer in routing.CUSTOMERS:  # one customer's calls do not depend on another's
+    for customer in memory_system.CUSTOMERS:  # one customer's calls do not depend on another's
         try:
             run_every_call([customer])
         except RecordingMissError:  # the first call it lacks (the last one asked); later ones

@@ -58,12 +58,14 @@ def record(output: Path, notebooks_out: Path, notebooks: list[Path] | None = Non
     # Notebook 1 reads json_cache/json_cache.json beside itself: the notebooks run in a folder
     # whose json_cache/ holds the new recording once every call is in it.
     replay_folder = notebooks_out / "replay"
-    (replay_folder / "json_cache").mkdir(parents=True, exist_ok=True)
     try:
         paths = notebooks_of_the_official_calls() if notebooks is None else notebooks
+        if paths:
+            (replay_folder / "json_cache").mkdir(parents=True, exist_ok=True)
         runs = start_notebooks(paths, calls, replay_folder)  # kernels start during the calls
         run_every_call()
-        shutil.copyfile(output, replay_folder / "json_cache" / "json_cache.json")
+        if paths:
+            shutil.copyfile(output, replay_folder / "json_cache" / "json_cache.json")
         calls.set_result(None)
         write_notebooks(paths, wait_for_all(runs), notebooks_out)
     except BaseException as error:  # noqa: BLE001 - every way out stops the run the same way
