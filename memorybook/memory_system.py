@@ -44,16 +44,16 @@ DATA = {
     "earlier_tickets": [
         {"id": "T-101", "customer_id": "C-1042", "received_on": "2026-08-04",
          "subject": "Adding an admin",
-         "text": "Hi, we run your self-hosted edition on Windows Server 2022 in our own "
-                 "data centre. How do I add a new admin user?"},
+         "text": "Hi, we run your self-hosted edition on Windows Server 2022 in our "
+                 "own data centre. How do I add a new admin user?"},
         {"id": "T-102", "customer_id": "C-2210", "received_on": "2026-08-11",
          "subject": "Exporting to PDF",
          "text": "We're a small design studio on your cloud edition, paying monthly on "
                  "the self-serve Team plan. How do I export a dashboard as a PDF?"},
         {"id": "T-103", "customer_id": "C-1042", "received_on": "2026-08-19",
          "subject": "Invoice download",
-         "text": "Sorry for the typos, typing this on my phone at the airport. Where can "
-                 "I download last month's invoice?"},
+         "text": "Sorry for the typos, typing this on my phone at the airport. Where "
+                 "can I download last month's invoice?"},
         {"id": "T-104", "customer_id": "C-2210", "received_on": "2026-09-02",
          "subject": "Dark mode?",
          "text": "Our whole team is out on Friday for a public holiday, so no rush on "
@@ -72,7 +72,7 @@ DATA = {
          "text": "We'd like to add 20 more seats before next quarter."},
     ],
     "later_received_on": "2026-09-28",
-    # The team a person would pick, labelled by hand from each customer's earlier tickets.
+    # The team a person would pick, labelled by hand from the customer's earlier tickets
     "expected_team": {
         "C-1042": {"Slow dashboards": "selfhosted_windows",
                    "Upgrade failing": "selfhosted_windows",
@@ -114,7 +114,8 @@ ROUTE = {
     "team": Choice(
         instructions="Which support team should handle `ticket`?",
         criteria={
-            "cloud_ops": "Cloud team: problems with the hosted cloud edition, run by us",
+            "cloud_ops": "Cloud team: problems with the hosted cloud edition, "
+            "run by us",
             "selfhosted_linux": "Self-hosted team, Linux: installs, upgrades and "
             "performance of the self-hosted edition on Linux servers",
             "selfhosted_windows": "Self-hosted team, Windows: installs, upgrades and "
@@ -138,11 +139,12 @@ class NotInCacheError(LookupError):
 
 @json_cache
 def _system_one(model: str, state: str, questions: str) -> dict:
-    """One System One request; the cache calls it only for an answer it does not hold."""
+    """One System One request; the cache calls it only for answers it does not hold."""
     if client is None:
         raise NotInCacheError(
-            f"{CACHE_FILE} has no answer to this call and TYPESAFE_API_KEY is not set, "
-            "so nothing was sent. Set the key to ask Jev; the answer is then saved there."
+            f"{CACHE_FILE} has no answer to this call and TYPESAFE_API_KEY is not "
+            "set, so nothing was sent. Set the key to ask Jev; the answer is then "
+            "saved there."
         )
     response = client.system_one(
         state=json.loads(state), questions=json.loads(questions), model=model
@@ -186,23 +188,25 @@ def as_memory(state: dict, questions: dict, response: SystemOneResponse) -> dict
 GATE = {
     "remember": Noul(
         instructions=(
-            "In `request.ticket`, does the thread state a lasting fact about the customer "
-            "that should change how their future, unrelated tickets are handled? Count what "
-            "the customer or our support staff wrote in `request.ticket`. `jev_answered` "
-            "shows how the ticket was routed, which may rely on things learned earlier: do "
-            "not count anything it says or implies."
+            "In `request.ticket`, does the thread state a lasting fact about the "
+            "customer that should change how their future, unrelated tickets are "
+            "handled? Count what the customer or our support staff wrote in "
+            "`request.ticket`. `jev_answered` shows how the ticket was routed, which "
+            "may rely on things learned earlier: do not count anything it says or "
+            "implies."
         ),
         criteria=NoulCriteria(
             true=(
-                "Yes: in `request.ticket` the customer or our support staff state something "
-                "about the customer that stays true after this ticket, such as the product "
-                "edition or operating system they run, their plan or contract, or a "
-                "standing preference."
+                "Yes: in `request.ticket` the customer or our support staff state "
+                "something about the customer that stays true after this ticket, such "
+                "as the product edition or operating system they run, their plan or "
+                "contract, or a standing preference."
             ),
             false=(
-                "No: `request.ticket` only contains things specific to this one ticket or "
-                "moment, such as a one-off request, today's schedule, or the device they "
-                "happen to be typing on; or the lasting fact appears only in `jev_answered`."
+                "No: `request.ticket` only contains things specific to this one ticket "
+                "or moment, such as a one-off request, today's schedule, or the device "
+                "they happen to be typing on; or the lasting fact appears only in "
+                "`jev_answered`."
             ),
         ),
     ),
@@ -210,7 +214,7 @@ GATE = {
 
 
 def remember_probability(memory: dict) -> float:
-    """P(the request states a lasting fact about the customer), Jev's answer as context."""
+    """P(the request states a lasting fact about the customer), given Jev's answer."""
     return ask(memory, GATE).answers["remember"].noul
 
 
@@ -235,17 +239,18 @@ class InMemoryMemories:
         return list(self.by_customer.get(customer_id, []))
 
     def save(self, customer_id: str, memory: dict) -> list[dict]:
-        """Keep one more memory; return those evicted to make room (none: no cap here)."""
+        """Keep one more memory; return those evicted to make room (none: no cap)."""
         self.by_customer.setdefault(customer_id, []).append(memory)
         return []
 
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
-        """Erase the memories of one ticket and return them; KeyError if there are none."""
+        """Erase the memories of one ticket and return them; KeyError if none."""
         saved = self.by_customer.get(customer_id, [])
         erased = [memory for memory in saved if ticket_id_of(memory) == ticket_id]
         if not erased:
-            raise KeyError(f"customer {customer_id} has no memory of ticket {ticket_id}")
-        self.by_customer[customer_id] = [m for m in saved if ticket_id_of(m) != ticket_id]
+            raise KeyError(f"customer {customer_id} has no memory of ticket "
+                           f"{ticket_id}")
+        self.by_customer[customer_id] = [m for m in saved if m not in erased]
         return erased
 
     def forget_customer(self, customer_id: str) -> list[dict]:
@@ -258,7 +263,7 @@ MEMORIES = InMemoryMemories()
 
 # pattern: ask_with_memory()
 class MissingCustomerIdError(ValueError):
-    """The state has no `customer.id`, so there is no customer to file memories under."""
+    """The state has no `customer.id`: there is no customer to file memories under."""
 
 
 def customer_id(state: dict) -> str:
@@ -285,7 +290,8 @@ def with_memories(state: dict, memories=MEMORIES) -> dict:
     return state_with_memories(state, memories.recall(customer_id(state)))
 
 
-def ask_with_memory(state: dict, questions: dict, memories=MEMORIES) -> SystemOneResponse:
+def ask_with_memory(state: dict, questions: dict,
+                    memories=MEMORIES) -> SystemOneResponse:
     """ask(), plus memory: the same arguments and the same return value. `memories` is
     where they are kept: MEMORIES, unless a store is passed."""
     response = ask(with_memories(state, memories), questions)
@@ -295,7 +301,7 @@ def ask_with_memory(state: dict, questions: dict, memories=MEMORIES) -> SystemOn
     return response
 
 
-PROBES = {"Slow dashboards": 0, "More seats": 2}  # later messages sent after each ticket
+PROBES = {"Slow dashboards": 0, "More seats": 2}  # sent after each earlier ticket
 
 
 def describe_memories(customer: str, memories=MEMORIES) -> str:
@@ -344,7 +350,7 @@ def probe_experiment(customers=tuple(CUSTOMERS), memories=MEMORIES) -> list[dict
         if customer not in customers:
             continue
         response = ask_with_memory(state, ROUTE, memories)
-        p = remember_probability(as_memory(state, ROUTE, response))  # cached: asked already
+        p = remember_probability(as_memory(state, ROUTE, response))  # cached already
         verdict = "saved" if worth_keeping(p) else "not saved"
         print(f"\n{customer} {ticket['id']}  {response.answers['team'].choice:<19} "
               f"P(remember) {p:.2f}  {verdict}")

@@ -83,7 +83,7 @@ def copy_of_the_collection(destination: Path) -> Path:
     """The notebooks, package, data and recording in a scratch folder, to run a copy there.
 
     A kernel imports the copy's `memorybook` when PYTHONPATH names the folder; the copy's
-    `.memorybook/` store folder is its own, so runs of notebook 7 elsewhere are not disturbed.
+    `.memorybook/` store folder is its own, so runs of notebook 6 elsewhere are not disturbed.
     """
     def left_out(folder: str, names: list[str]) -> set[str]:
         """Caches, checkpoints and anything not a plain file or folder (a kernel's socket)."""
@@ -199,7 +199,7 @@ def live_env(base_url: str, scratch: Path | None, key: str, recording: Path | No
     """The environment of a live run against a loopback server, allowed even under CI.
 
     With `scratch`, notebook kernels import a copy of the collection made there, so that
-    notebook 7's store files are that copy's own: runs in parallel never share them.
+    notebook 6's store files are that copy's own: runs in parallel never share them.
     """
     env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
     env.update(TYPESAFE_API_KEY=key, TYPESAFE_ENDPOINT=base_url, MEMORYBOOK_LIVE_IN_CI="1")

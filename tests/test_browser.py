@@ -10,7 +10,7 @@ once, in a new workspace, and each notebook is opened in it as a reader opens on
 notebook the page clears its outputs, runs all cells and checks that no cell errs, that every
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
-Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 6),
+Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 5),
 but for the links LINKS_TO_UNRECORDED_CALLS counts.
 (A second Run All in the same kernel is checked in nbval's kernels: conftest.py's
 --run-cells-again.) The kernel is shut down and the tab closed before the next
@@ -53,11 +53,10 @@ OPEN_SECONDS = 60  # bound on loading JupyterLab with a notebook and its kernel 
 RUN_SECONDS = 120  # bound on one Run All of one notebook
 STEP_SECONDS = 15  # bound on the small steps: rendering a cell, shutting a kernel down
 SHARE_PREFIX = "https://console.typesafe.ai/playground#share/"
-EXPECTED_LINKS = {"06_playground_links": 13}
-# Notebook 8 links to the requests its next steps would send, which the recording does not hold.
-# Links that open calls the recording lacks, on purpose: notebook 7's capped store, and notebook
-# 8's next steps, whose answers were never recorded.
-LINKS_TO_UNRECORDED_CALLS = {"07_persistent_memory": 1, "07_next_steps": 12}
+EXPECTED_LINKS = {"05_playground_links": 13}
+# Links that open calls the recording lacks, on purpose: notebook 6's capped store, and notebook
+# 7's next steps, whose answers were never recorded.
+LINKS_TO_UNRECORDED_CALLS = {"06_persistent_memory": 1, "07_next_steps": 12}
 TEXT_MIMES = ("text/plain", "text/markdown")
 
 
@@ -89,7 +88,7 @@ def browser_or_skip() -> Path:
 def lab_page(tmp_path_factory):
     """One JupyterLab server and one browser page for every notebook; both always stopped.
 
-    The server serves a copy of the collection, so that its notebook 7 keeps its store apart
+    The server serves a copy of the collection, so that its notebook 6 keeps its store apart
     from any other run of that notebook at the same time (nbval's, in a parallel test run).
     """
     browser_path = browser_or_skip()

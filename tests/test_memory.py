@@ -1,4 +1,4 @@
-"""The in-kernel memories (notebook 3) and the stores (notebook 7) are interchangeable."""
+"""The in-kernel memories (notebook 1) and the stores (notebook 6) are interchangeable."""
 
 import pytest
 

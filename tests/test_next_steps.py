@@ -61,7 +61,7 @@ def server():
 
 
 def live_env(base_url: str, recording: Path) -> dict[str, str]:
-    return helpers.live_env(base_url, None, "dummy", recording)  # notebook 8 has no store
+    return helpers.live_env(base_url, None, "dummy", recording)  # notebook 7 has no store
 
 
 PRELUDE = """

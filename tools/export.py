@@ -1,7 +1,7 @@
 """Write the code a notebook teaches into the module the next notebooks import.
 
-A notebook names its module in its metadata (`"memorybook": {"exports_to": "memory_system"}`); its code
-cells tagged `pattern` or `export` are copied, in order, into `memorybook/<module>.py`. The
+A notebook names its module in its metadata (`"memorybook": {"exports_to": "memory_system"}`);
+its code cells tagged `pattern` or `export` are copied, in order, into `memorybook/<module>.py`. The
 notebook stays the one place to read and edit that code; the module is generated and never edited
 by hand.
 

@@ -1,0 +1,189 @@
+"""Notebook 1 and its pattern in a reader's own folder: what an app that copies them gets.
+
+Notebook 1 is the whole technique on one page. Copied alone beside the recording it must run in a
+fresh kernel with no key and show both headline results. The pattern it teaches, run as an app's
+script with tickets the recording lacks, must stop before any connection without a key, and with
+one keep every paid answer in a cache file (and folder) it creates.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+from nbclient import NotebookClient
+
+from memorybook.config import RECORDING_PATH
+from tests.helpers import COMMITTED_RECORDING, NOTEBOOKS, REPO_ROOT
+from tools.export import pattern_script
+from tools.loopback_server import LoopbackSystemOne
+
+FROM_THE_REPOSITORY = ("memorybook", "memorybook_dev", "tools", "tests")
+NOTEBOOK_1 = NOTEBOOKS[0]
+
+
+def test_notebook_1_imports_nothing_from_this_repository():
+    notebook = nbformat.read(NOTEBOOK_1, as_version=4)
+    imported = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Import):
+                imported += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                imported.append(node.module or "")
+    assert imported, "notebook 1 imports nothing at all"
+    assert [m for m in imported if m.split(".")[0] in FROM_THE_REPOSITORY] == []
+
+
+def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
+    folder = tmp_path / "my_app"
+    (folder / "json_cache").mkdir(parents=True)
+    shutil.copyfile(RECORDING_PATH, folder / "json_cache" / "json_cache.json")
+    shutil.copyfile(NOTEBOOK_1, folder / NOTEBOOK_1.name)
+    notebook = nbformat.read(folder / NOTEBOOK_1.name, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(
+        "import sys\n"
+        f"print('from the repository:', sorted(m for m in sys.modules "
+        f"if m.split('.')[0] in {FROM_THE_REPOSITORY!r}))"))
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(folder)}})
+    client.execute(env={"PATH": "/usr/bin:/bin"})  # no key, no PYTHONPATH
+
+    printed = "".join(output.get("text", "") for cell in notebook.cells
+                      for output in cell.get("outputs", []) if output.get("name") == "stdout")
+    assert "plain Jev -> cloud_ops 0.55" in printed
+    assert "Expected routes: 3/6 without memory, 6/6 with memory." in printed
+    assert "from the repository: []" in printed
+    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING
+    assert sorted(p.name for p in folder.rglob("*")) == [
+        NOTEBOOK_1.name, "json_cache", "json_cache.json"]
+
+
+# An app's own ticket, which no recording holds, sent through the copied pattern.
+APP = textwrap.dedent("""
+
+    state = {"customer": {"id": "C-77", "company": "Reader's Own Ltd"},
+             "ticket": {"id": "R-1", "subject": "Login",
+                        "messages": [{"from": "customer", "text": "We cannot log in."}]}}
+    print(ask_with_memory(state, ROUTE).answers["team"].choice)
+""")
+
+
+def synthetic_answer(body: dict) -> dict:
+    """A well-formed answer to any routing or gate request: made up, never Jev's."""
+    question_id, question = next(iter(body["questions"].items()))
+    if question_id == "remember":
+        answer = {"type": "noul", "noul": 0.9}
+    else:
+        options = list(question["criteria"])
+        probabilities = {option: 0.4 if option == "general" else round(0.6 / 6, 2)
+                         for option in options}
+        answer = {"type": "choice", "choice": "general", "confidence": 0.3,
+                  "probabilities": probabilities}
+    return {"model": body["model"], "usage": {"input_tokens": 1, "output_tokens": 1},
+            "answers": {question_id: answer}}
+
+
+def run_app(folder, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-I", "app.py"], cwd=folder, capture_output=True,
+                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", **env})
+
+
+def test_without_a_key_a_call_the_cache_lacks_stops_at_once_naming_key_and_file(tmp_path):
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "app.py").write_text(pattern_script() + APP, encoding="utf-8")
+    with LoopbackSystemOne({}, answer_with=synthetic_answer) as server:
+        result = run_app(folder, TYPESAFE_ENDPOINT=server.base_url)
+        sent = len(server.requests)
+    assert result.returncode == 1
+    assert sent == 0, "a request was sent without a key"
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("NotInCacheError: json_cache/json_cache.json has no answer")
+    assert "TYPESAFE_API_KEY is not set" in last and "nothing was sent" in last
+    assert len(result.stderr.splitlines()) <= 16, result.stderr
+    assert "httpx" not in result.stderr and "typesafe_sdk" not in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["app.py"], "nothing was written"
+
+
+def test_with_a_key_each_answer_is_kept_in_a_cache_the_app_did_not_have(tmp_path):
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "app.py").write_text(pattern_script() + APP, encoding="utf-8")
+    with LoopbackSystemOne({}, answer_with=synthetic_answer) as server:
+        live = run_app(folder, TYPESAFE_ENDPOINT=server.base_url, TYPESAFE_API_KEY="sk-app")
+        sent_live = len(server.requests)
+        replayed = run_app(folder, TYPESAFE_ENDPOINT=server.base_url)
+        sent_after = len(server.requests)
+    assert live.returncode == 0, live.stderr
+    assert live.stdout == replayed.stdout == "general\n", replayed.stderr
+    assert sent_live == 2, "the routing request and the gate"
+    assert sent_after == sent_live, "the second run replayed what the first one paid for"
+    saved = json.loads((folder / "json_cache" / "json_cache.json").read_text(encoding="utf-8"))
+    assert len(saved) == 2 and "sk-app" not in json.dumps(saved)
+
+
+def test_code_lines_in_the_notebooks_fit_in_88_characters():
+    long = [f"{path.name}: {line!r}" for path in NOTEBOOKS
+            for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
+            for line in cell.source.splitlines() if len(line) > 88]
+    assert long == []
+
+
+NUMBERED_LINK = re.compile(r"\[(?:[Nn]otebook |)(\d)(?: ·[^\]]*)?\]\(((\d\d)_[a-z_]+\.ipynb)\)")
+MENTION = re.compile(r"\b[Nn]otebooks? (\d)\b")
+
+
+def reader_facing_texts() -> dict[str, str]:
+    """The notebooks' Markdown and code, the README, and the package's modules."""
+    texts = {path.name: "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+             for path in NOTEBOOKS}
+    texts["README.md"] = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    for folder in ("memorybook", "memorybook_dev"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            texts[str(path.relative_to(REPO_ROOT))] = path.read_text(encoding="utf-8")
+    return texts
+
+
+def test_every_numbered_notebook_link_and_mention_points_at_a_notebook_that_is_there():
+    names = {path.name for path in NOTEBOOKS}
+    wrong = []
+    for where, text in reader_facing_texts().items():
+        for number, target, prefix in NUMBERED_LINK.findall(text):
+            if target not in names or int(number) != int(prefix):
+                wrong.append(f"{where}: [{number} ...]({target})")
+        wrong += [f"{where}: notebook {n}" for n in MENTION.findall(text)
+                  if not 1 <= int(n) <= len(NOTEBOOKS)]
+    assert wrong == []
+
+
+# What a message or a paragraph sends the reader to a notebook for, and what that notebook must
+# hold for it.
+SENT_THERE_FOR = [
+    ("memorybook/replay.py", "notebook 2 says which thresholds replay", 2,
+     "## Which thresholds replay"),
+    ("memorybook_dev/collection_kernel.py", "notebook 1's settings cell", 1,
+     "# pattern: the settings"),
+    ("01_memory_system.ipynb", "[notebook 6](06_persistent_memory.ipynb)", 6,
+     "open_store("),
+    ("01_memory_system.ipynb", "[notebook 7](07_next_steps.ipynb)", 7,
+     "## 1 · Choose which memories to add"),
+    ("02_memory_gate.ipynb", "[Notebook 7](07_next_steps.ipynb) picks a threshold", 7,
+     "def pick_threshold"),
+]
+
+
+def test_what_a_reader_is_sent_to_a_notebook_for_is_in_that_notebook():
+    texts = reader_facing_texts()
+    for where, words, number, held in SENT_THERE_FOR:
+        assert words in texts[where].replace("\n", " "), f"{where} no longer says {words!r}"
+        assert held in texts[NOTEBOOKS[number - 1].name], f"{words!r}: not in notebook {number}"
