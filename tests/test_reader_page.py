@@ -125,7 +125,7 @@ def words(text: str) -> int:
 
 def markdown_words() -> dict[str, int]:
     """The reader's three budgets, counted as `\\w+` words of Markdown."""
-    before_wrapper, wrapper_defined, first_six = 0, False, 0
+    before_wrapper, wrapper_defined, first_six, every = 0, False, 0, 0
     for path in NOTEBOOKS:
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "code":
@@ -133,13 +133,16 @@ def markdown_words() -> dict[str, int]:
             elif cell.cell_type == "markdown":
                 before_wrapper += 0 if wrapper_defined else words(cell.source)
                 first_six += words(cell.source) if path.name[:2] <= "06" else 0
+                every += words(cell.source)
     assert wrapper_defined, "no notebook defines ask_with_memory()"
     readme = words((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
     return {"before ask_with_memory()": before_wrapper, "notebooks 1-6": first_six,
-            "README": readme}
+            "every notebook": every, "README": readme}
 
 
-BUDGETS = {"before ask_with_memory()": 900, "notebooks 1-6": 3_400, "README": 1_200}
+# "every notebook": the prose of the nine notebooks before notebook 1 became the whole page.
+BUDGETS = {"before ask_with_memory()": 900, "notebooks 1-6": 3_400, "every notebook": 5_892,
+           "README": 1_200}
 
 
 def test_the_way_in_stays_within_its_word_budgets():
