@@ -114,7 +114,8 @@ SEND_ALL_UP_TO = 1  # with this many memories or fewer, send them all without as
 
 
 def relevance_requests(state: dict, memories: list[dict]) -> list[tuple[dict, dict]]:
-    """One request per saved memory: this ticket, that memory, the relevance question."""
+    """One request per saved memory: this ticket, that memory, the relevance
+    question."""
     if len(memories) <= SEND_ALL_UP_TO:
         return []
     return [
@@ -126,7 +127,8 @@ def relevance_requests(state: dict, memories: list[dict]) -> list[tuple[dict, di
 def relevant_memories(
     state: dict, memories: list[dict], ask: Callable = ask_next_step
 ) -> list[dict]:
-    """The memories Jev judges relevant to this ticket; all of them when there are few."""
+    """The memories Jev judges relevant to this ticket; all of them when there are
+    few."""
     requests = relevance_requests(state, memories)
     if not requests:
         return memories
@@ -179,8 +181,8 @@ def save_replacing(
 ) -> list[dict]:
     """Save a memory and forget the saved ones it supersedes; return what was forgotten.
 
-    `store` needs `forget(customer_id, ticket_id)`: the in-kernel memories and the stores
-    have it.
+    `store` needs `forget(customer_id, ticket_id)`: the in-kernel memories and the
+    stores have it.
     The new memory is saved first: if the store refuses it, every saved memory stays.
     """
     saved = store.recall(customer)
@@ -211,7 +213,8 @@ def routing_reply(response: SystemOneResponse, memories_sent: list[dict]) -> str
 
 
 def with_reply(state: dict, reply: str) -> dict:
-    """The state with the app's reply added to the ticket thread as a support message."""
+    """The state with the app's reply added to the ticket thread as a support
+    message."""
     ticket = state["ticket"]
     thread = [*ticket["messages"], {"from": "support", "text": reply}]
     return {**state, "ticket": {**ticket, "messages": thread}}
@@ -237,7 +240,8 @@ def ask_remembering_replies(
     ask: Callable = ask_next_step,
     memories=MEMORIES,
 ) -> SystemOneResponse:
-    """ask_with_memory(), where the gate judges the thread with the app's reply in it."""
+    """ask_with_memory(), where the gate judges the thread with the app's reply in
+    it."""
     saved = memories.recall(customer_id(state))
     response = ask(state_with_memories(state, saved), questions)
     memory, gate = gate_request_with_reply(state, questions, response, saved, reply)
@@ -269,8 +273,8 @@ def pick_threshold(
     keeping) pairs.
 
     Candidates are 0, 1 and the midpoints between neighbouring probabilities; of equally
-    cheap ones, the closest to REMEMBER_AT wins, so the threshold moves only when the data
-    says so.
+    cheap ones, the closest to REMEMBER_AT wins, so the threshold moves only when the
+    data says so.
     """
     ps = sorted({p for p, _ in pairs})
     midpoints = (round((a + b) / 2, 4) for a, b in zip(ps, ps[1:], strict=False))
