@@ -24,11 +24,16 @@ def needed(pyproject_text):
     lowest, excluded = None, None
     for clause in found.group(1).split(","):
         bound = re.match(r"\s*(>=|<)\s*([0-9.]+)\s*$", clause)
+        if bound is None:
+            raise ValueError("tools/check_python.py reads a requires-python of one >= and at "
+                             "most one < bound, not %r: teach it the new form" % found.group(1))
         version = tuple(int(part) for part in bound.group(2).split("."))
         if bound.group(1) == ">=":
             lowest = version
         else:
             excluded = version
+    if lowest is None:
+        raise ValueError("requires-python has no >= bound: %r" % found.group(1))
     return lowest, excluded
 
 
