@@ -18,30 +18,50 @@ help: ## List the targets
 		END { for (i = 1; i <= n; i++) printf "  make %-" width "s   %s\n", name[i], text[i] }' \
 		$(MAKEFILE_LIST)
 
+# Before anything is made: the Python that PYTHON names must be one requires-python allows, and
+# when PYTHON is named (not left at its default), .venv must have been made from it. Otherwise it
+# stops with one message saying what it found, what it needs and what to do.
+CHECK_PYTHON = command -v $(PYTHON) >/dev/null 2>&1 || { echo "make setup: PYTHON=$(PYTHON) is \
+	not a command here. Name an installed Python $(OLDEST_PYTHON) or later, e.g. \
+	\`make setup PYTHON=python3.12\`. Nothing was set up." >&2; exit 1; }; \
+	NAMED_PYTHON='$(PYTHON)' $(PYTHON) tools/check_python.py
+ifneq ($(origin PYTHON),file)
+$(UV) $(INSTALLED): | named-python
+endif
+.PHONY: named-python
+named-python:
+	@$(CHECK_PYTHON) $(VENV)
+
 # uv, at the version and hashes requirements.txt pins: the one bootstrap step that needs nothing
 # but python3. The venv starts without a pip of its own (ensurepip takes 2 s, and uv installs the
 # locked pip with the rest): python3's own pip unpacks uv's wheel beside it or, where python3 has
-# no pip, a pip that ensurepip gives the venv does; uv sync then installs uv properly.
+# no pip, a pip that ensurepip gives the venv does; uv sync then installs uv properly. A .venv
+# left without uv by an interrupted try is made anew; a failed step removes the .venv it made.
 $(UV):
-	$(PYTHON) -m venv --without-pip $(VENV)
+	@$(CHECK_PYTHON)
+	rm -rf $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV) || { rm -rf $(VENV); exit 1; }
 	awk '/^uv==/ { found = 1 } found { print; if ($$0 !~ /\\$$/) exit }' requirements.txt \
 		>$(VENV)/uv-pin.txt
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
 		--target $(VENV)/uv-wheel -r $(VENV)/uv-pin.txt 2>/dev/null \
 	|| { $(BIN)/python -m ensurepip --default-pip >/dev/null && $(BIN)/python -m pip install \
 		--quiet --disable-pip-version-check --no-deps --require-hashes \
-		--target $(VENV)/uv-wheel -r $(VENV)/uv-pin.txt; }
+		--target $(VENV)/uv-wheel -r $(VENV)/uv-pin.txt; } || { rm -rf $(VENV); exit 1; }
 	cp $(VENV)/uv-wheel/bin/uv $@
 	rm -rf $(VENV)/uv-wheel
 
 # Exactly uv.lock, the dev group included: uv removes whatever the lock does not list, then adds
 # this project, editable. --locked stops when uv.lock no longer matches pyproject.toml (run
-# `make lock`) instead of resolving anew. --compile-bytecode: uv, unlike pip, leaves no .pyc
-# files by default, and where PYTHONDONTWRITEBYTECODE is set (as on this project's machines)
-# every process, kernel and test would then compile each module it imports again. Then the
-# kernel configuration that gives the notebooks in notebooks/ the collection's set-up.
+# `make lock`) instead of resolving anew. --python keeps the venv's own Python: uv would otherwise
+# make .venv anew on whichever Python it finds when the venv's does not suit requires-python.
+# --compile-bytecode: uv, unlike pip, leaves no .pyc files by default, and where
+# PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every process, kernel and test
+# would then compile each module it imports again. When the first sync fails, the .venv goes too.
+# Then the kernel configuration that gives the notebooks in notebooks/ the collection's set-up.
 $(INSTALLED): uv.lock pyproject.toml Makefile memorybook_dev/ipython_kernel_config.py | $(UV)
-	$(UV) sync --quiet --locked --no-python-downloads --compile-bytecode
+	$(UV) sync --quiet --locked --no-python-downloads --python $(BIN)/python --compile-bytecode \
+		|| { [ -e $@ ] || rm -rf $(VENV); exit 1; }
 	mkdir -p $(VENV)/etc/ipython
 	cp memorybook_dev/ipython_kernel_config.py $(VENV)/etc/ipython/ipython_kernel_config.py
 	touch $@

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from lzstring import LZString
 
 from memorybook.config import RECORDING_PATH
@@ -130,10 +131,17 @@ def small_tmpfs(folder: Path, size: str, *, read_only: bool = False,
 
     It starts with a copy of `holding`'s files, if given; with `read_only`, nothing can be
     written to it after that. Where no user namespace can be made, the test is skipped, and
-    fails under CI.
+    fails under CI; on systems other than Linux it is skipped.
     """
     import pytest
 
+    if sys.platform != "linux":
+        pytest.skip("a tmpfs in a user namespace of its own needs Linux (unshare, nsenter, /proc)")
+    missing = [tool for tool in ("unshare", "nsenter") if shutil.which(tool) is None]
+    if missing:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(
+            f"cannot mount a tmpfs in a user namespace: {' and '.join(missing)} not found "
+            "(Debian's and Ubuntu's util-linux package has them)")
     mount_point = folder / "small"
     mount_point.mkdir()
     holder = subprocess.Popen(
@@ -163,13 +171,8 @@ def small_tmpfs(folder: Path, size: str, *, read_only: bool = False,
 
 def kernels_of(pid: int) -> list[int]:
     """Processes started with JPY_PARENT_PID=pid: the notebook kernels that process launched."""
-    marker = f"JPY_PARENT_PID={pid}".encode()
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-    return found
+    return [process.info["pid"] for process in psutil.process_iter(["pid", "environ"])
+            if (process.info["environ"] or {}).get("JPY_PARENT_PID") == str(pid)]
 
 
 def wait_until(condition, seconds: float, what: str) -> None:

@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 STARTUP_SECONDS = 60  # bound on waiting for /api/status to answer
 STOP_SECONDS = 10  # bound on waiting for a clean exit after SIGTERM, and again after SIGKILL
@@ -155,9 +156,13 @@ def stop(process: subprocess.Popen) -> None:
     """SIGTERM (the server shuts its kernels down); SIGKILL to whatever it started that is left.
 
     Kernels run in sessions of their own, so they are found as the server's descendants before it
-    is asked to stop, and only those still alive afterwards (same pid, same start time) are killed.
+    is asked to stop, and only those still alive afterwards (psutil checks that a pid was not
+    reused by another process) are killed.
     """
-    started = descendants(process.pid)
+    try:
+        started = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        started = []
     if process.poll() is None:
         process.terminate()
         try:
@@ -165,37 +170,6 @@ def stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=STOP_SECONDS)
-    for pid, start_time in started.items():
-        if start_time_of(pid) == start_time:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def start_time_of(pid: int) -> str | None:
-    """The start time field of /proc/PID/stat (None once the process is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def descendants(pid: int) -> dict[int, str]:
-    """Every process below `pid`, with its start time (Linux /proc; empty elsewhere)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    found, frontier = {}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        for child, its_parent in parents.items():
-            if its_parent == parent and child not in found:
-                start_time = start_time_of(child)
-                if start_time is not None:
-                    found[child] = start_time
-                    frontier.append(child)
-    return found
+    for child in started:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()

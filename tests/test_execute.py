@@ -1,4 +1,5 @@
-"""`make run` (tools/execute.py) never damages a notebook: writes are all or nothing.
+"""`make run` (tools/execute.py) never damages a notebook: writes are all or nothing. It says
+which Python it runs on.
 
 The writing tests replace the kernel run with an edit of the notebook, so that they exercise the
 write itself on a really full or read-only disk; the Ctrl-C test runs a real kernel.
@@ -7,6 +8,7 @@ write itself on a really full or read-only disk; the Ctrl-C test runs a real ker
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -77,6 +79,24 @@ def test_make_run_on_a_full_or_read_only_disk_leaves_every_notebook_as_it_was(tm
     reason = "No space left on device" if disk == "full" else "Read-only file system"
     assert f"Could not write {tmpfs.mount_point / copies[0].name}" in line and reason in line
     assert "unchanged" in line
+
+
+WHICH_PYTHON = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+    "import platform, sys\nprint(platform.python_version(), sys.executable)")])
+
+
+def test_make_run_says_which_python_it_and_its_kernels_run_on(tmp_path):
+    path = tmp_path / "which.ipynb"
+    nbformat.write(WHICH_PYTHON, path)
+    env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
+    run = subprocess.run([sys.executable, "-m", "tools.execute", str(path)], cwd=REPO_ROOT,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == (
+        f"Running the notebooks on {platform.python_implementation()} "
+        f"{platform.python_version()} ({Path(sys.executable).resolve()})")
+    [printed] = nbformat.read(path, as_version=4).cells[0].outputs
+    assert printed.text.split() == [platform.python_version(), sys.executable]
 
 
 SLEEPY = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(60)")])

@@ -14,6 +14,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import nbformat
@@ -244,6 +245,41 @@ def write_one(path: Path) -> None:
         return GOOD["gate"]
 
     _system_one("jev-1.14.0", json.dumps(STATE), json.dumps(GATE))
+
+
+# Another writer: takes the recording's lock, then writes one entry of its own into the file (as
+# a write in progress does) and holds the lock until its stdin closes.
+HOLD_THE_LOCK = """
+import json, sys
+from pathlib import Path
+from memorybook.recording.file import _locked
+path = Path(sys.argv[1])
+with _locked(path):
+    path.write_text(json.dumps({"theirs": json.loads(sys.argv[2])}), encoding="utf-8")
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_write_waits_for_another_processs_lock_and_keeps_what_it_wrote(tmp_path):
+    path = tmp_path / "json_cache.json"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_LOCK, str(path), json.dumps(GOOD["gate"])],
+        cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        writing = threading.Thread(target=recording.save_merged,
+                                   args=(path, {"ours": GOOD["route"]}))
+        writing.start()
+        writing.join(timeout=1.0)
+        assert writing.is_alive(), "the write did not wait for the other process's lock"
+        holder.stdin.close()
+        writing.join(timeout=30)
+        assert not writing.is_alive()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert read_recording(path) == {"ours": GOOD["route"], "theirs": GOOD["gate"]}
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o664])

@@ -77,6 +77,17 @@ def test_the_test_workflow_drives_the_runners_chrome_and_installs_no_browser(wor
     assert "chromium" not in test and "playwright install" not in test
 
 
+def test_the_test_workflow_runs_every_supported_python_and_the_notebooks_on_macos(workflows):
+    jobs = yaml.safe_load((WORKFLOWS_DIR / "test.yml").read_text(encoding="utf-8"))["jobs"]
+    assert jobs["test"]["strategy"]["matrix"]["python"] == ["3.11", "3.12", "3.13"]
+    [make_test] = [step for step in jobs["test"]["steps"] if step.get("run") == "make test"]
+    assert make_test["env"]["PYTHON"] == "${{ steps.python.outputs.python-path }}"
+    [macos] = [job for job in jobs.values() if job["runs-on"].startswith("macos-")]
+    runs = "\n".join(step.get("run", "") for step in macos["steps"])
+    assert "make run\ngit diff --stat --exit-code" in runs
+    assert ".venv/bin/python -m pytest -p no:xdist notebooks" in runs
+
+
 def test_both_linters_report_a_flawed_workflow(tmp_path):
     flawed = tmp_path / "flawed.yml"
     flawed.write_text(FLAWED_WORKFLOW, encoding="utf-8")

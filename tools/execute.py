@@ -26,6 +26,7 @@ if __name__ == "__main__":
 import argparse
 import asyncio
 import os
+import platform
 import signal
 import sys
 import threading
@@ -105,6 +106,13 @@ def stdout_lines(notebook: nbformat.NotebookNode) -> list[str]:
     return lines
 
 
+def running_on() -> str:
+    """This Python (the kernels' too: jupyter_client starts them with it): its version, and the
+    interpreter .venv was made from."""
+    return (f"{platform.python_implementation()} {platform.python_version()} "
+            f"({Path(sys.executable).resolve()})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: all, in reading order")
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
     headlines, written = [], 0
+    print(f"Running the notebooks on {running_on()}")
     for path in args.notebooks or notebook_paths():
         path = path.resolve()
         try:

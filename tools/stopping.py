@@ -11,10 +11,8 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
-from pathlib import Path
 
 POLL_SECONDS = 0.1  # how often the main thread looks up from waiting (Ctrl-C is seen at once)
 STOP_SECONDS = 1.0  # how long stopped kernels get to exit before they are killed
@@ -69,35 +67,13 @@ def stop_kernels() -> None:
     Kernels are this process's only child processes. They would also exit on their own once
     this process has gone (ipykernel watches its parent), but not before a second or more.
     """
-    children = _child_pids()
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_SECONDS
-    while children and time.monotonic() < deadline:
-        children = [pid for pid in children if _alive(pid)]
-        time.sleep(0.05)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    import psutil  # here, not above: this module is imported before the slow imports
 
-
-def _child_pids() -> list[int]:
-    me, children = os.getpid(), []
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (entry / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
-                children.append(int(entry.name))
-    return children
-
-
-def _alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    children = psutil.Process().children()
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            child.terminate()
+    _, still_running = psutil.wait_procs(children, timeout=STOP_SECONDS)
+    for child in still_running:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            child.kill()

@@ -57,7 +57,7 @@ if [[ -z "${MEMORYBOOK_TEST_PG_URL:-}" ]]; then
 fi
 
 pytest=(.venv/bin/python -m pytest)
-cores=$(nproc)
+cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)  # nproc: Linux; getconf: macOS too
 workers=${MEMORYBOOK_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
 status=0
 # conftest.py's scheduler replaces --dist; loadfile (whole files) is what runs without it.

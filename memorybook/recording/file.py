@@ -9,10 +9,11 @@ the write fails, naming it, rather than replacing it with less than it held.
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import json
 import os
 import stat
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -68,6 +69,9 @@ def _write_merged(path: Path, entries: dict) -> None:
 def write_text_atomically(path: Path, text: str) -> None:
     """Replace the file at `path` with `text`, all or nothing, keeping its permission bits.
 
+    The file is UTF-8 with lines ending in "\\n" on every system (Windows too), so that a
+    notebook or recording written there is byte for byte the one written elsewhere.
+
     The text goes to a temporary file beside it, which then takes its place in one rename: on
     any failure (a full disk, a read-only folder, Ctrl-C) the old file stays as it was and the
     temporary file is removed.
@@ -76,9 +80,11 @@ def write_text_atomically(path: Path, text: str) -> None:
     temporary = None
     try:
         with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+            "w", encoding="utf-8", newline="\n", dir=path.parent, prefix=f".{path.name}.",
+            delete=False,
         ) as temporary:
-            os.fchmod(temporary.fileno(), mode)
+            # On the open file where the system can (not Windows before Python 3.13)
+            os.chmod(temporary.fileno() if os.chmod in os.supports_fd else temporary.name, mode)
             temporary.write(text)
             temporary.flush()
             os.fsync(temporary.fileno())
@@ -122,11 +128,39 @@ class _locked:
 
     def __enter__(self):
         self.handle = self.lock_path.open("a")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        _lock(self.handle)
 
     def __exit__(self, *exc_info):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        _unlock(self.handle)
         self.handle.close()
+
+
+if sys.platform == "win32":
+    import msvcrt
+
+    # Windows locks byte ranges: the lock is the file's first byte, which need not exist yet.
+    def _lock(handle) -> None:
+        handle.seek(0)
+        while True:
+            try:
+                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)  # raises after 10 s of trying
+                return
+            except OSError as error:
+                if error.errno != errno.EDEADLK:
+                    raise
+
+    def _unlock(handle) -> None:
+        handle.seek(0)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(handle) -> None:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+
+    def _unlock(handle) -> None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def read_recording(path: Path | None = None) -> dict:

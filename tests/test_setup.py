@@ -1,0 +1,111 @@
+"""`make setup` builds .venv on the Python that PYTHON names, or stops with one message saying
+what it found, what it needs and what to do; a failed set-up leaves no .venv behind.
+
+Each test runs the real Makefile in a scratch folder that holds only what set-up reads.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+from tools.check_python import needed, version_problem
+
+SET_UP_READS = ("Makefile", "pyproject.toml", "requirements.txt", "uv.lock",
+                "tools/check_python.py")
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> Path:
+    for name in SET_UP_READS:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def make(folder: Path, *arguments: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    return subprocess.run(["make", "--no-print-directory", "-C", str(folder), *arguments],
+                          env={**environment, **env}, capture_output=True, text=True, timeout=120)
+
+
+def requiring(folder: Path, requires_python: str) -> None:
+    pyproject = folder / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    lowest, _ = needed(text)
+    old = f'requires-python = ">={".".join(map(str, lowest))}"'
+    assert old in text
+    pyproject.write_text(text.replace(old, f'requires-python = "{requires_python}"'),
+                         encoding="utf-8")
+
+
+@pytest.mark.parametrize(("version", "problem"), [
+    ((3, 10, 13), "needs Python 3.11 or later"),
+    ((2, 7, 18), "needs Python 3.11 or later"),
+    ((3, 11, 0), None),
+    ((3, 13, 0), None),
+    ((3, 15, 1), None),
+])
+def test_the_oldest_python_allowed_is_the_lowest_bound(version, problem):
+    found = version_problem(version, (3, 11), None)
+    assert found is None if problem is None else problem in found
+
+
+def test_an_upper_bound_is_named_with_the_lower_one():
+    assert version_problem((3, 12, 1), (3, 11), (3, 12)).startswith(
+        "this collection needs Python 3.11 or later, below 3.12")
+    assert version_problem((3, 11, 9), (3, 11), (3, 12)) is None
+
+
+def test_the_project_admits_every_python_from_3_11_to_3_13():
+    lowest, excluded = needed((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for version in ((3, 11, 0), (3, 11, 2), (3, 12, 0), (3, 13, 0)):
+        assert version_problem(version, lowest, excluded) is None, version
+
+
+def test_a_python_that_requires_python_refuses_stops_set_up_before_anything_is_made(collection):
+    requiring(collection, ">=3.99")
+    result = make(collection, "setup", f"PYTHON={sys.executable}")
+    assert result.returncode != 0
+    [message] = [line for line in result.stderr.splitlines() if line.startswith("make setup:")]
+    assert f"PYTHON={sys.executable} is CPython {platform.python_version()}" in message
+    assert "needs Python 3.99 or later" in message and "make setup PYTHON=" in message
+    assert not (collection / ".venv").exists()
+
+
+def test_a_python_that_is_not_a_command_is_named(collection):
+    result = make(collection, "setup", "PYTHON=no-such-python3.12")
+    assert result.returncode != 0
+    assert "PYTHON=no-such-python3.12 is not a command here" in result.stderr
+    assert not (collection / ".venv").exists()
+
+
+def test_a_named_python_other_than_the_one_of_venv_stops_every_target(collection):
+    fake_python = collection / ".venv" / "bin" / "python"
+    fake_python.parent.mkdir(parents=True)
+    fake_python.write_text("#!/bin/sh\necho 3.11.0\necho /opt/another-python\n")
+    fake_python.chmod(0o755)
+    named = f"PYTHON={sys.executable}"
+    for target in ("setup", "run"):
+        result = make(collection, target, named)
+        assert result.returncode != 0, target
+        assert f"{named} is CPython" in result.stderr
+        assert ".venv was made from Python 3.11.0 (/opt/another-python)" in result.stderr
+        assert "Run `make clean`" in result.stderr
+    assert fake_python.exists(), "a .venv that was set up is the reader's to remove"
+
+
+def test_a_failed_set_up_leaves_no_venv_behind(collection):
+    # No package index and no pip configuration: the uv wheel cannot be found.
+    offline = {"PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": ""}
+    result = make(collection, "setup", f"PYTHON={sys.executable}", **offline)
+    assert result.returncode != 0
+    assert "uv" in result.stderr
+    assert not (collection / ".venv").exists()
