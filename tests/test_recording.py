@@ -1,6 +1,8 @@
 """The recording: rebuilt from the published figures, complete, honest about what it filled in."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -8,7 +10,7 @@ import pytest
 
 from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.recording import leaf_values, read_recording
-from tests.helpers import PUBLISHED, REPO_ROOT, run_python
+from tests.helpers import REPO_ROOT, copy_of_the_collection, run_python
 
 ENTRIES = read_recording(RECORDING_PATH)
 PROVENANCE = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
@@ -20,8 +22,27 @@ def test_the_committed_files_are_what_the_table_of_figures_rebuilds():
     assert rebuild.returncode == 0, rebuild.stderr
 
 
+def test_a_reworded_question_is_never_given_the_published_answers(tmp_path):
+    copy = copy_of_the_collection(tmp_path / "copy")
+    shutil.copytree(REPO_ROOT / "tools", copy / "tools")
+    module = copy / "memorybook" / "memory_system.py"
+    official = "does the thread state a lasting fact about the"
+    assert official in module.read_text(encoding="utf-8")
+    module.write_text(module.read_text(encoding="utf-8").replace(
+        official, "does the thread state a durable fact about the"), encoding="utf-8")
+    recording = copy / "notebooks" / "json_cache"
+    before = {path.name: path.read_bytes() for path in recording.iterdir()}
+    rebuild = subprocess.run([sys.executable, "-m", "tools.build_recording"], cwd=copy,
+                             env={**os.environ, "PYTHONPATH": str(copy)}, capture_output=True,
+                             text=True, timeout=300)
+    assert rebuild.returncode == 1
+    assert rebuild.stderr.startswith("Not rebuilt: the call gate T-201 routed to cloud_ops "
+                                     "asks something other than the official page does")
+    assert {path.name: path.read_bytes() for path in recording.iterdir()} == before
+
+
 def test_the_keys_are_the_ones_the_official_code_requests():
-    lines = (PUBLISHED / "official_keys.txt").read_text(encoding="utf-8").splitlines()
+    lines = (REPO_ROOT / "data" / "official_keys.txt").read_text(encoding="utf-8").splitlines()
     official = {line for line in lines if line and not line.startswith("#")}
     assert set(ENTRIES) == official
 

@@ -40,6 +40,7 @@ from memorybook.recording import cache_key
 from tools.record.calls import make_every_call
 
 FIGURES_PATH = REPO_ROOT / "data" / "published_figures.csv"
+OFFICIAL_KEYS_PATH = REPO_ROOT / "data" / "official_keys.txt"
 
 # Totals the official run's recording holds (31 distinct calls), as a tutorial of the page reports.
 PUBLISHED_TOTALS = {"calls": 31, "route_calls": 19, "gate_calls": 12,
@@ -65,6 +66,12 @@ RULES = {
 
 class UnpublishedCallError(RuntimeError):
     """The notebooks' code made a call the table of published figures does not describe."""
+
+
+def official_keys() -> set[str]:
+    """The cache keys of the requests the official page makes (data/official_keys.txt)."""
+    lines = OFFICIAL_KEYS_PATH.read_text(encoding="utf-8").splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
 
 
 def read_figures() -> dict[tuple, dict]:
@@ -157,6 +164,7 @@ def rebuild() -> tuple[str, str]:
         if row["question"] == "remember" and row["answer"] == "not saved" and row["probability"]))
 
     calls: dict[str, dict] = {}  # cache key -> what was asked and answered
+    official = official_keys()
 
     def answer(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
@@ -165,12 +173,19 @@ def rebuild() -> tuple[str, str]:
         row = figures.get(identity)
         if row is None:
             raise UnpublishedCallError(f"no published figures for the call {identity}")
+        key = cache_key(body["model"], json.dumps(body["state"]), json.dumps(body["questions"]))
+        if key not in official:
+            raise UnpublishedCallError(
+                f"the call {describe(*identity)} asks something other than the official page "
+                f"does: its request (model, state or questions) differs from the one the "
+                f"published figures belong to (its key {key[:12]}... is not in "
+                f"{OFFICIAL_KEYS_PATH.relative_to(REPO_ROOT)}). Nothing was written; restore "
+                f"the official wording, or record that call live (`make record`).")
         question_id, question = next(iter(body["questions"].items()))
         if question_id == "team":
             answer, fields = fill_choice(list(question["criteria"]), row, default_route)
         else:
             answer, fields = fill_gate(row, default_gate)
-        key = cache_key(body["model"], json.dumps(body["state"]), json.dumps(body["questions"]))
         calls[key] = {"identity": identity, "request_size": len(request.content),
                       "request": {"model": body["model"], "state": body["state"],
                                   "questions": body["questions"]},
@@ -258,7 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed files")
     args = parser.parse_args(argv)
-    recording, provenance = rebuild()
+    try:
+        recording, provenance = rebuild()
+    except UnpublishedCallError as error:
+        print(f"Not rebuilt: {error}", file=sys.stderr)
+        return 1
     outputs = {RECORDING_PATH: recording, PROVENANCE_PATH: provenance}
     if args.check:
         stale = [path for path, text in outputs.items()
