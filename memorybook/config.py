@@ -14,7 +14,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RECORDING_PATH = REPO_ROOT / "notebooks" / "json_cache" / "json_cache.json"
 PROVENANCE_PATH = REPO_ROOT / "notebooks" / "json_cache" / "provenance.json"
 
-TYPESAFE_MODEL = "jev-1.14.0"  # the model every published figure came from
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
 RECORDED_REMEMBER_AT = 0.5  # the gate threshold of the recorded run

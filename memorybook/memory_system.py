@@ -3,13 +3,13 @@
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
 
 __all__ = [
-    "TYPESAFE_MODEL", "REMEMBER_AT", "MEMORY_KEY", "client", "CACHE_FILE", "json_cache", "DATA",
-    "CUSTOMERS", "ticket_state", "EARLIER", "later_state", "ROUTE", "NotInCacheError",
-    "request_json", "ask", "answer_text", "as_memory", "GATE", "remember_probability",
-    "worth_keeping", "ticket_id_of", "InMemoryMemories", "MEMORIES", "MissingCustomerIdError",
-    "customer_id", "state_with_memories", "with_memories", "ask_with_memory", "PROBES",
-    "describe_memories", "forget_customers", "remember_earlier_tickets", "send_probes",
-    "probe_experiment", "EXPECTED_TEAM", "marked", "reconcile",
+    "TYPESAFE_MODEL", "REMEMBER_AT", "MEMORY_KEY", "client", "json_cache", "DATA", "CUSTOMERS",
+    "ticket_state", "EARLIER", "later_state", "ROUTE", "NotInCacheError", "request_json", "ask",
+    "answer_text", "as_memory", "GATE", "remember_probability", "worth_keeping", "ticket_id_of",
+    "InMemoryMemories", "MEMORIES", "MissingCustomerIdError", "customer_id", "state_with_memories",
+    "with_memories", "ask_with_memory", "PROBES", "describe_memories", "forget_customers",
+    "remember_earlier_tickets", "send_probes", "probe_experiment", "EXPECTED_TEAM", "marked",
+    "reconcile",
 ]
 
 
@@ -26,14 +26,13 @@ REMEMBER_AT = 0.5  # save a ticket once P(lasting fact about the customer) reach
 MEMORY_KEY = "earlier_tickets_from_this_customer"  # where memories go in the state
 
 
-# The collection's client and cache, in place of the app's (tools/export.py says why)
+# The collection's client and cache, in place of the app's (tools/export.py says why). Both are
+# made at their first use: importing this module opens no file and starts no client.
 from memorybook.recording import open_recording
-from memorybook.config import recording_path
-from memorybook.transport import collection_client
+from memorybook.transport import ClientOnFirstUse
 
-client = collection_client()
-CACHE_FILE = recording_path()
-json_cache = open_recording(CACHE_FILE)
+client = ClientOnFirstUse()
+json_cache = open_recording()  # $MEMORYBOOK_RECORDING, else the committed file
 
 
 DATA = {
@@ -142,14 +141,14 @@ def _system_one(model: str, state: str, questions: str) -> dict:
     """One System One request; the cache calls it only for answers it does not hold."""
     if client is None:
         raise NotInCacheError(
-            f"{CACHE_FILE} has no answer to this call and TYPESAFE_API_KEY is not "
+            f"{json_cache.path} has no answer to this call and TYPESAFE_API_KEY is not "
             "set, so nothing was sent. Set the key to ask Jev; the answer is then "
             "saved there."
         )
     response = client.system_one(
         state=json.loads(state), questions=json.loads(questions), model=model
     )
-    CACHE_FILE.parent.mkdir(parents=True, exist_ok=True)  # the cache saves it next
+    json_cache.path.parent.mkdir(parents=True, exist_ok=True)  # the cache saves it next
     return response.model_dump(mode="json")
 
 

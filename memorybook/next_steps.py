@@ -22,7 +22,6 @@ from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 import memorybook.memory_system
 from memorybook.config import (
     ENDPOINT_ENV,
-    TYPESAFE_MODEL,
     recording_path,
     replay_only_reason,
     shown_path,
@@ -31,6 +30,7 @@ from memorybook.memory_system import (
     GATE,
     MEMORIES,
     ROUTE,
+    TYPESAFE_MODEL,
     as_memory,
     client,
     customer_id,

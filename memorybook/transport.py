@@ -54,6 +54,21 @@ def collection_client() -> TypeSafeClient:
     )
 
 
+class ClientOnFirstUse:
+    """`collection_client()`, made when it is first used: a module that holds one starts no
+    client, and reads no setting, when it is imported."""
+
+    def __init__(self) -> None:
+        self._client: TypeSafeClient | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        with self._lock:
+            if self._client is None:
+                self._client = collection_client()
+        return getattr(self._client, name)
+
+
 def collection_transport() -> httpx2.BaseTransport:
     """The transport for the collection's SDK client: replay only, or live within its limits."""
     reason = replay_only_reason()

@@ -23,13 +23,14 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
-from memorybook.config import API_KEY_ENV, RECORDING_PATH, replay_only_reason
+from memorybook.config import API_KEY_ENV, replay_only_reason
 from memorybook.live import LiveCallFailed, describe_api_failure
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key
 from memorybook.replay import explain_miss, read_threshold_from
 
 NOTEBOOK_ONE_MODULE = "memorybook.memory_system"
+NOTEBOOK_1_CACHE = Path("json_cache/json_cache.json")  # beside the notebooks, as notebook 1 has it
 
 
 class SettingHasNoEffectError(RecordingError):
@@ -85,8 +86,9 @@ def frames_of(traceback: TracebackType | None) -> list:
 
 
 def recording_in_use(shell) -> Path:
-    cache_file = shell.user_ns.get("CACHE_FILE")
-    return Path(cache_file).resolve() if isinstance(cache_file, str | Path) else RECORDING_PATH
+    """The file notebook 1's cache reads (cooksafe's JsonCache keeps it as `path`)."""
+    cache_path = getattr(shell.user_ns.get("json_cache"), "path", NOTEBOOK_1_CACHE)
+    return Path(cache_path).resolve()
 
 
 def damaged_recording(shell, frames: list) -> RecordingError | None:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
+from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import cache_key, read_recording
 
 

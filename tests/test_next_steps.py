@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.config import RECORDING_PATH
+from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import memory_ids_in
 from tests import helpers
 from tests.helpers import (

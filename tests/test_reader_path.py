@@ -20,7 +20,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.config import RECORDING_PATH
+from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import memory_ids_in
 from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, decode, run_python
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
+from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import leaf_values, read_recording
 from tests.helpers import REPO_ROOT, copy_of_the_collection, run_python
 
@@ -126,7 +127,10 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
 def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path):
     corrupt = tmp_path / "json_cache.json"
     corrupt.write_text('{"half an entry": ', encoding="utf-8")
-    result = run_python("import memorybook.memory_system", MEMORYBOOK_RECORDING=str(corrupt))
+    imported = run_python("import memorybook.memory_system", MEMORYBOOK_RECORDING=str(corrupt))
+    assert imported.returncode == 0, "importing opens no file"
+    result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
+                        "ask(later_state('C-1042', 0), ROUTE)", MEMORYBOOK_RECORDING=str(corrupt))
     assert result.returncode != 0
     assert "RecordingError" in result.stderr and str(corrupt) in result.stderr
     assert "git checkout" not in result.stderr  # git cannot restore a file outside the repository

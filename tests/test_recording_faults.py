@@ -170,7 +170,7 @@ def test_a_damaged_committed_entry_stops_notebook_one(tmp_path):
     result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
                         "import json, sys\n"
                         "from memorybook.recording import cache_key\n"
-                        "from memorybook.config import TYPESAFE_MODEL\n"
+                        "from memorybook.memory_system import TYPESAFE_MODEL\n"
                         "q = {k: v.model_dump(mode='json', exclude_none=True) "
                         "for k, v in ROUTE.items()}\n"
                         "print(cache_key(TYPESAFE_MODEL, json.dumps(later_state('C-1042', 0)), "
@@ -386,8 +386,9 @@ def test_a_good_timeout_setting_is_used(monkeypatch):
     assert timeout_seconds() == 120
 
 
-def test_a_bad_timeout_stops_a_live_notebook_at_import_with_a_clear_error():
-    result = run_python("import memorybook.memory_system", TYPESAFE_API_KEY="sk-test",
+def test_a_bad_timeout_stops_the_first_live_call_with_a_clear_error():
+    result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
+                        "ask(later_state('C-1042', 0), ROUTE)", TYPESAFE_API_KEY="sk-test",
                         MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="abc")
     assert result.returncode != 0
     assert "ConfigError: MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive number" in result.stderr

@@ -19,7 +19,7 @@ from tests.helpers import REPO_ROOT
 from tools.check_python import needed, version_problem
 
 SET_UP_READS = ("Makefile", "pyproject.toml", "requirements.txt", "uv.lock",
-                "tools/check_python.py")
+                "tools/check_python.py", "memorybook_dev/ipython_kernel_config.py")
 
 
 @pytest.fixture

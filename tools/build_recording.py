@@ -34,8 +34,8 @@ from memorybook.config import (
     RECORDING_ENV,
     RECORDING_PATH,
     REPO_ROOT,
-    TYPESAFE_MODEL,
 )
+from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import cache_key
 from tools.record.calls import make_every_call
 

@@ -37,14 +37,13 @@ EXPORTED_TAGS = {"pattern", "export"}
 # is read, live calls within $MEMORYBOOK_TIMEOUT_SECONDS.
 APP_CLIENT_TAG = "app-client"
 COLLECTION_CLIENT = """\
-# The collection's client and cache, in place of the app's (tools/export.py says why)
+# The collection's client and cache, in place of the app's (tools/export.py says why). Both are
+# made at their first use: importing this module opens no file and starts no client.
 from memorybook.recording import open_recording
-from memorybook.config import recording_path
-from memorybook.transport import collection_client
+from memorybook.transport import ClientOnFirstUse
 
-client = collection_client()
-CACHE_FILE = recording_path()
-json_cache = open_recording(CACHE_FILE)"""
+client = ClientOnFirstUse()
+json_cache = open_recording()  # $MEMORYBOOK_RECORDING, else the committed file"""
 
 
 def tagged_cells(notebook: nbformat.NotebookNode, tags: set[str]) -> list[str]:

@@ -59,15 +59,35 @@ class CheckedJsonCache(JsonCache):
     file, the call and the field. A live answer is checked before it is kept, and an answer that
     fails the checks is never written. Lookups are noted in `usage_log` when it is set, and
     handed to every function given to `note_lookups`.
+
+    cooksafe reads the whole file when its cache is made; this one reads it, with errors that
+    name the file, at its first lookup, so that decorating a function with it (as a module does
+    when it is imported) opens nothing. cooksafe's own reading and writing are never used.
     """
 
-    def __init__(self, path: Path, *, usage_log: Path | None = None) -> None:
-        entries = read_recording(Path(path))  # a clear error before cooksafe's own reading
-        super().__init__(path)
-        self._entries = entries
+    def __init__(self, path: Path | None = None, *, usage_log: Path | None = None) -> None:
+        self._path = None if path is None else Path(path)
+        self.indent = 2
+        self._read: dict | None = None
         self.usage_log = usage_log
         self._lookup_listeners: list[Callable[[str, str, str, str], None]] = []
         self._entries_lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        """The file; with none given, $MEMORYBOOK_RECORDING or the committed recording, as it
+        is at the first use."""
+        if self._path is None:
+            self._path = recording_path()
+        return self._path
+
+    @property
+    def _entries(self) -> dict:
+        """The file's entries, read at the first lookup."""
+        with self._entries_lock:
+            if self._read is None:
+                self._read = read_recording(self.path)
+            return self._read
 
     def note_lookups(self, listener: Callable[[str, str, str, str], None]) -> None:
         """Call `listener(key, model, state JSON, questions JSON)` before each System One lookup."""
@@ -102,9 +122,10 @@ class CheckedJsonCache(JsonCache):
 
     def _keep(self, key: str, entry: object) -> None:
         """Hold a new answer for later calls, and add it to the file with everything held."""
+        entries = self._entries
         with self._entries_lock:
-            self._entries[key] = entry
-            held = dict(self._entries)
+            entries[key] = entry
+            held = dict(entries)
         save_merged(self.path, held)
 
 
@@ -130,7 +151,7 @@ def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path
 
 def open_recording(path: Path | None = None) -> CheckedJsonCache:
     """The cache on the recording (by default $MEMORYBOOK_RECORDING, else the committed
-    notebooks/json_cache/json_cache.json): clear errors, checked answers, safe writes."""
+    notebooks/json_cache/json_cache.json): read at its first lookup with clear errors, checked
+    answers, safe writes."""
     log = os.environ.get(USAGE_LOG_ENV, "").strip()
-    return CheckedJsonCache(recording_path() if path is None else path,
-                            usage_log=Path(log) if log else None)
+    return CheckedJsonCache(path, usage_log=Path(log) if log else None)

@@ -12,12 +12,12 @@ from pathlib import Path
 from memorybook.config import (
     RECORDING_ENV,
     RECORDING_PATH,
-    TYPESAFE_MODEL,
     USAGE_LOG_ENV,
     USD_PER_BILLION_INPUT_TOKENS,
     input_cost_usd,
     shown_path,
 )
+from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import read_recording, recorded_calls
 from tools.record.calls import run_every_call
 
