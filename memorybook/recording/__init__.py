@@ -26,7 +26,6 @@ from memorybook.recording.file import (
 )
 from memorybook.recording.origins import (
     RecordedAnswer,
-    annotated_values,
     leaf_values,
     recorded_noul_answers,
     recording_summary,
@@ -52,7 +51,7 @@ __all__ = [
     "system_one_request",
     "ROUNDING", "answer_problem", "entry_shape_problem",
     "RecordingError", "read_recording", "save_merged", "stop_writing", "write_text_atomically",
-    "RecordedAnswer", "annotated_values", "leaf_values", "recorded_noul_answers",
+    "RecordedAnswer", "leaf_values", "recorded_noul_answers",
     "recording_summary",
     "call_named_for", "origin_of", "read_provenance", "recorded_calls", "recorded_requests",
     "customer_of", "describe_call", "is_memory_list", "memory_ids_in", "memory_ticket_ids",

@@ -1,13 +1,12 @@
 """What the recording holds and where each value came from: published, filled by a rule, measured.
 
 These join the recording with notebooks/json_cache/provenance.json for the notebooks: the
-summary of the recording, one answer's values, and every answer to one Noul question.
+summary of the recording and every answer to one Noul question.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,7 +17,6 @@ from memorybook.config import (
     replay_only_reason,
     shown_path,
 )
-from memorybook.recording.cache import cache_key
 from memorybook.recording.file import read_recording
 from memorybook.recording.provenance import origin_of, read_provenance
 from memorybook.recording.requests import ticket_of
@@ -59,25 +57,6 @@ def recording_summary(path: Path | None = None) -> str:
         f"${input_cost_usd(input_tokens):.4f} at ${USD_PER_BILLION_INPUT_TOKENS} per billion "
         f"(output tokens are free).{tokens_source}"
     )
-
-
-def annotated_values(model: str, state_json: str, questions_json: str
-                     ) -> list[tuple[str, object, str]]:
-    """Every value of one recorded answer with its origin (see `origin_of`).
-
-    The call is given as `_system_one` receives it. A call the recording lacks raises the same
-    explained miss the call itself would.
-    """
-    key = cache_key(model, state_json, questions_json)
-    entry = read_recording().get(key)
-    if entry is None:
-        from memorybook.replay import explain_miss  # replay builds on this package
-
-        raise explain_miss({"model": model, "state": json.loads(state_json),
-                            "questions": json.loads(questions_json)},
-                           replay_only_reason() or "live calls are allowed")
-    provenance = read_provenance()["entries"][key]
-    return [(field, value, origin_of(provenance, field)) for field, value in leaf_values(entry)]
 
 
 def leaf_values(value: object, prefix: str = "") -> list[tuple[str, object]]:
