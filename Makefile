@@ -59,11 +59,11 @@ $(UV):
 # PYTHONDONTWRITEBYTECODE is set (as on this project's machines) every process, kernel and test
 # would then compile each module it imports again. When the first sync fails, the .venv goes too.
 # Then the kernel configuration that gives the notebooks in notebooks/ the collection's set-up.
-$(INSTALLED): uv.lock pyproject.toml Makefile memorybook_dev/ipython_kernel_config.py | $(UV)
+$(INSTALLED): uv.lock pyproject.toml Makefile dev/memorybook_dev/ipython_kernel_config.py | $(UV)
 	$(UV) sync --quiet --locked --no-python-downloads --python $(BIN)/python --compile-bytecode \
 		|| { [ -e $@ ] || rm -rf $(VENV); exit 1; }
 	mkdir -p $(VENV)/etc/ipython
-	cp memorybook_dev/ipython_kernel_config.py $(VENV)/etc/ipython/ipython_kernel_config.py
+	cp dev/memorybook_dev/ipython_kernel_config.py $(VENV)/etc/ipython/ipython_kernel_config.py
 	touch $@
 
 setup: $(INSTALLED) ## Create .venv and install exactly uv.lock (the lock), and this project
@@ -72,13 +72,15 @@ setup: $(INSTALLED) ## Create .venv and install exactly uv.lock (the lock), and 
 # constraints), with hashes, for every platform, from the oldest Python pyproject.toml allows.
 # --no-strip-extras keeps `jsonschema[format-nongpl]==...`: without the extra in the pin, pip
 # refuses a hashed lock that holds a distribution below its newest version when another one asks
-# for it with an extra (pypa/pip#9644), as jupyter-events asks for jsonschema.
+# for it with an extra (pypa/pip#9644), as jupyter-events asks for jsonschema. The collection's
+# own tooling (dev/) is left out: pip installs it with `pip install -e dev`.
 OLDEST_PYTHON := $(shell sed -n 's/^requires-python = ">=\([0-9.]*\).*/\1/p' pyproject.toml)
 define LOCK_FOR_PIP
-$(UV) export --quiet --frozen --all-groups --no-emit-project --no-hashes --no-header \
-	--no-annotate -o $(VENV)/uv-lock-versions.txt
+$(UV) export --quiet --frozen --all-groups --no-emit-project --no-emit-package memorybook-dev \
+	--no-hashes --no-header --no-annotate -o $(VENV)/uv-lock-versions.txt
 $(UV) pip compile --quiet pyproject.toml --group dev --universal \
 	--python-version $(OLDEST_PYTHON) --no-strip-extras --generate-hashes \
+	--no-emit-package memorybook-dev \
 	--constraints $(VENV)/uv-lock-versions.txt --custom-compile-command 'make lock' \
 	-o requirements.txt
 endef

@@ -184,7 +184,7 @@ def _why_memories_differ(earlier: RecordingMissError | None) -> str:
 
 
 # Where the gate's threshold in use is read, registered by the collection's notebook kernels
-# (memorybook_dev/collection_kernel.py); the latest registration counts.
+# (dev/memorybook_dev/collection_kernel.py); the latest registration counts.
 _THRESHOLD_READERS: list[Callable[[], object]] = []
 
 

@@ -148,7 +148,7 @@ def reader_facing_texts() -> dict[str, str]:
     texts = {path.name: "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
              for path in NOTEBOOKS}
     texts["README.md"] = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    for folder in ("memorybook", "memorybook_dev"):
+    for folder in ("memorybook", "dev/memorybook_dev"):
         for path in sorted((REPO_ROOT / folder).rglob("*.py")):
             texts[str(path.relative_to(REPO_ROOT))] = path.read_text(encoding="utf-8")
     return texts
@@ -171,7 +171,7 @@ def test_every_numbered_notebook_link_and_mention_points_at_a_notebook_that_is_t
 SENT_THERE_FOR = [
     ("memorybook/replay.py", "notebook 2 says which thresholds replay", 2,
      "## Which thresholds replay"),
-    ("memorybook_dev/collection_kernel.py", "notebook 1's settings cell", 1,
+    ("dev/memorybook_dev/collection_kernel.py", "notebook 1's settings cell", 1,
      "# pattern: the settings"),
     ("01_memory_system.ipynb", "[notebook 6](06_persistent_memory.ipynb)", 6,
      "open_store("),

@@ -19,7 +19,9 @@ from tests.helpers import REPO_ROOT
 from tools.check_python import needed, version_problem
 
 SET_UP_READS = ("Makefile", "pyproject.toml", "requirements.txt", "uv.lock",
-                "tools/check_python.py", "memorybook_dev/ipython_kernel_config.py")
+                "tools/check_python.py", "dev/pyproject.toml",
+                *(str(path.relative_to(REPO_ROOT))
+                  for path in sorted((REPO_ROOT / "dev" / "memorybook_dev").glob("*.py"))))
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """What the collection's notebook kernels do before their first cell runs.
 
 An IPython extension, loaded by the kernel configuration `make setup` writes into the virtual
-environment (memorybook_dev/ipython_kernel_config.py), and only in kernels whose working folder is
+environment (dev/memorybook_dev/ipython_kernel_config.py), and only in kernels whose working folder is
 this repository's notebooks/: JupyterLab's, nbval's, `make run`'s, nbconvert's. A copy of a
 notebook anywhere else runs as it is written. Loaded, it:
 
