@@ -1,9 +1,9 @@
 """What the collection's notebook kernels do before their first cell runs.
 
 An IPython extension, loaded by the kernel configuration `make setup` writes into the virtual
-environment (dev/memorybook_dev/ipython_kernel_config.py), and only in kernels whose working folder is
-this repository's notebooks/: JupyterLab's, nbval's, `make run`'s, nbconvert's. A copy of a
-notebook anywhere else runs as it is written. Loaded, it:
+environment (dev/memorybook_dev/ipython_kernel_config.py), and only in kernels whose working
+folder is this repository's notebooks/: JupyterLab's, nbval's, `make run`'s, nbconvert's. A
+copy of a notebook anywhere else runs as it is written. Loaded, it:
 
 - removes TYPESAFE_API_KEY from the kernel's environment in CI, so nothing can be sent;
 - shows a call the recording lacks, a damaged recording or a failed live call as its explanation
