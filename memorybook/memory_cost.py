@@ -1,6 +1,7 @@
 """Generated from notebooks/08_memory_cost.ipynb by `python -m tools.export`.
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
+# ruff: noqa: E402, I001
 
 __all__ = [
     "REPORTED_INPUT_TOKENS", "KEPT_WHEN_SELECTING", "request_bytes", "collection_requests",

@@ -1,6 +1,7 @@
 """Generated from notebooks/01_memory_system.ipynb by `python -m tools.export`.
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
+# ruff: noqa: E402, I001, F401
 
 __all__ = [
     "TYPESAFE_MODEL", "REMEMBER_AT", "MEMORY_KEY", "client", "json_cache", "DATA", "CUSTOMERS",

@@ -1,6 +1,7 @@
 """Generated from notebooks/07_next_steps.ipynb by `python -m tools.export`.
 
 Edit the notebook's cells tagged `pattern` or `export`, not this file."""
+# ruff: noqa: E402, I001
 
 __all__ = [
     "NEXT_STEPS_RECORDING", "ask_next_step", "playground_link", "requests_markdown", "answers_note",

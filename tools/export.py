@@ -98,9 +98,15 @@ def exported_modules() -> dict[Path, str]:
         if not module:
             continue
         code = "\n\n\n".join(module_cells(notebook))
+        # The notebook imports next to where a name is first used, so that a reader sees where
+        # it comes from, and the module keeps that order; the app's client cell, which the module
+        # replaces, leaves imports unused.
+        swapped = any(APP_CLIENT_TAG in cell.metadata.get("tags", []) for cell in notebook.cells)
+        ignored = "E402, I001, F401" if swapped else "E402, I001"
         header = (
             f'"""Generated from notebooks/{notebook_path.name} by `python -m tools.export`.\n\n'
-            f'Edit the notebook\'s cells tagged `pattern` or `export`, not this file."""\n\n'
+            f'Edit the notebook\'s cells tagged `pattern` or `export`, not this file."""\n'
+            f"# ruff: noqa: {ignored}\n\n"
             f"__all__ = [\n{names_list(public_names(code))}\n]\n"
         )
         modules[PACKAGE / f"{module}.py"] = header + "\n\n" + code + "\n"
