@@ -147,8 +147,9 @@ def test_a_damaged_entry_is_refused_when_the_file_is_read(tmp_path, damage):
         entry = copy.deepcopy(GOOD["route"])
         set_field(entry, field, value)
     path, args = recording_with(tmp_path, "route", entry)
+    open_recording(path)  # made, the cache has read nothing yet: the first lookup reads it
     with pytest.raises(RecordingError) as raised:
-        open_recording(path)
+        replay(path, args)
     message = str(raised.value)
     assert str(path) in message and cache_key(*args)[:20] in message
     assert named in message
@@ -386,10 +387,13 @@ def test_a_good_timeout_setting_is_used(monkeypatch):
     assert timeout_seconds() == 120
 
 
-def test_a_bad_timeout_stops_the_first_live_call_with_a_clear_error():
+def test_a_bad_timeout_stops_the_first_live_call_with_a_clear_error(tmp_path):
+    empty = tmp_path / "json_cache.json"
+    empty.write_text("{}", encoding="utf-8")
     result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
                         "ask(later_state('C-1042', 0), ROUTE)", TYPESAFE_API_KEY="sk-test",
-                        MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="abc")
+                        MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="abc",
+                        MEMORYBOOK_RECORDING=str(empty))
     assert result.returncode != 0
     assert "ConfigError: MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive number" in result.stderr
 
@@ -444,7 +448,8 @@ def test_a_blank_api_key_is_no_key():
 def test_a_recording_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
     fifo = tmp_path / "json_cache.json"
     os.mkfifo(fifo)
-    code = "from memorybook.recording import open_recording; open_recording()"
+    code = ("from memorybook.memory_system import ROUTE, ask, later_state\n"
+            "ask(later_state('C-1042', 0), ROUTE)")  # its first lookup reads the file
     try:
         result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, timeout=20,
                                 capture_output=True, text=True,

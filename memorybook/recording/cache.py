@@ -51,6 +51,9 @@ def system_one_request(args: tuple, kwargs: dict) -> tuple[str, str, str] | None
     return args
 
 
+FROM_THE_ENVIRONMENT = object()  # a setting read from the environment when it is first needed
+
+
 class CheckedJsonCache(JsonCache):
     """cooksafe's JsonCache, checking each System One answer against the call's questions.
 
@@ -65,21 +68,30 @@ class CheckedJsonCache(JsonCache):
     when it is imported) opens nothing. cooksafe's own reading and writing are never used.
     """
 
-    def __init__(self, path: Path | None = None, *, usage_log: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *,
+                 usage_log: Path | None | object = FROM_THE_ENVIRONMENT) -> None:
         self._path = None if path is None else Path(path)
         self.indent = 2
         self._read: dict | None = None
-        self.usage_log = usage_log
+        self._usage_log = usage_log
         self._lookup_listeners: list[Callable[[str, str, str, str], None]] = []
         self._entries_lock = threading.Lock()
 
     @property
     def path(self) -> Path:
-        """The file; with none given, $MEMORYBOOK_RECORDING or the committed recording, as it
-        is at the first use."""
+        """The file; with none given, $MEMORYBOOK_RECORDING or the committed recording, as
+        either is at the first use."""
         if self._path is None:
             self._path = recording_path()
         return self._path
+
+    @property
+    def usage_log(self) -> Path | None:
+        """Where lookups are noted: as given, else $MEMORYBOOK_USAGE_LOG at the first lookup."""
+        if self._usage_log is FROM_THE_ENVIRONMENT:
+            log = os.environ.get(USAGE_LOG_ENV, "").strip()
+            self._usage_log = Path(log) if log else None
+        return self._usage_log
 
     @property
     def _entries(self) -> dict:
@@ -153,5 +165,4 @@ def open_recording(path: Path | None = None) -> CheckedJsonCache:
     """The cache on the recording (by default $MEMORYBOOK_RECORDING, else the committed
     notebooks/json_cache/json_cache.json): read at its first lookup with clear errors, checked
     answers, safe writes."""
-    log = os.environ.get(USAGE_LOG_ENV, "").strip()
-    return CheckedJsonCache(path, usage_log=Path(log) if log else None)
+    return CheckedJsonCache(path)
