@@ -316,7 +316,7 @@ def test_a_broken_tickets_file_names_itself_and_the_position(tmp_path):
     assert load_data()["customers"]  # the real file still loads
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "  "])
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "1e308", "86401", "  "])
 def test_a_bad_timeout_setting_is_named_with_its_value(monkeypatch, value):
     monkeypatch.setenv("MEMORYBOOK_TIMEOUT_SECONDS", value)
     if not value.strip():
