@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -194,8 +195,11 @@ def explain_sqlite_error(
 def _refuse_foreign_file(path: Path) -> None:
     """Refuse, before SQLite touches it, a non-empty file that is not a SQLite database."""
     try:
-        with open(path, "rb") as file:
-            header = file.read(len(_SQLITE_HEADER))
+        # Without O_NONBLOCK, opening a FIFO would wait for a writer, for ever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(descriptor, "rb") as file:
+            is_regular = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+            header = file.read(len(_SQLITE_HEADER)) if is_regular else b""
     except FileNotFoundError:
         return
     except OSError as error:
@@ -203,6 +207,11 @@ def _refuse_foreign_file(path: Path) -> None:
             f"Cannot read the memory database {path} ({error.strerror}); fix its "
             f"permissions or point ${STORE_URL_ENV} at another file."
         ) from None
+    if not is_regular:
+        raise MemoryStoreError(
+            f"{path} is not a regular file (a FIFO, device or folder), so it cannot be a "
+            f"memorybook memory store. It was left untouched: point ${STORE_URL_ENV} at a file."
+        )
     if header and header != _SQLITE_HEADER:
         raise MemoryStoreError(
             f"{path} is not a SQLite database, so it cannot be a memorybook memory store. "
