@@ -370,21 +370,24 @@ def timed_call(base_url: str, recording: Path, **extra: str) -> tuple[str, float
     return result.stdout, seconds, connections
 
 
-@pytest.mark.parametrize("failure, server_options", [
-    pytest.param("trickle", {"trickle_seconds": 0.5}, id="headers, then a byte every 0.5 s"),
-    pytest.param("server_error", {"latency": 0.9}, id="slow failures, each retried"),
-    pytest.param("rate_limit", {"retry_after_ms": 20_000}, id="asked to wait 20 s"),
+@pytest.mark.parametrize("failure, server_options, explained", [
+    pytest.param("trickle", {"trickle_seconds": 0.5}, "no answer from {} within 1 s",
+                 id="headers, then a byte every 0.5 s"),
+    # The SDK's retry budget is the call's time: it retries only if its wait ends within it.
+    pytest.param("server_error", {"latency": 0.9}, "the API failed (HTTP 500)",
+                 id="slow failures, each retried"),
+    pytest.param("rate_limit", {"retry_after_ms": 20_000}, "no answer from {} within 1 s",
+                 id="asked to wait 20 s"),
 ])
 def test_a_live_call_ends_within_its_time_retries_and_waits_included(tmp_path, failure,
-                                                                     server_options):
+                                                                     server_options, explained):
     seconds = 1
     with LoopbackSystemOne(RECORDING_PATH, failure=failure, max_seconds=30,
                            **server_options) as server:
         printed, took, _ = timed_call(server.base_url, tmp_path / "new.json",
                                       MEMORYBOOK_TIMEOUT_SECONDS=str(seconds))
-    assert took <= 3 * seconds, printed
-    assert f"no answer from {server.base_url} within {seconds} s" in printed
-    assert "raise MEMORYBOOK_TIMEOUT_SECONDS" in printed
+    assert took <= seconds + 1, printed  # a margin of 1 s for a loaded machine
+    assert explained.format(server.base_url) in printed
     assert not (tmp_path / "new.json").exists()
 
 
