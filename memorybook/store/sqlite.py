@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import stat
@@ -115,11 +116,21 @@ class SQLiteDatabase(SqlDatabase):
             raise
         self.run("COMMIT")
 
+    def before_call(self) -> None:
+        self._wait_at_most(self.seconds_left())
+
     def after_forget(self) -> None:
         # Copy the zeroed pages into the database file and empty the write-ahead log,
         # so no earlier copy of the deleted rows stays in it. Best effort: it is
-        # skipped while another process is reading.
-        self.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        # skipped while another process is reading, and once the call's time is up.
+        seconds_left = self.seconds_left()
+        if seconds_left > 0:
+            self._wait_at_most(seconds_left)
+            self.run("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _wait_at_most(self, seconds: float) -> None:
+        """How long SQLite waits for another process's lock, from now on (its busy timeout)."""
+        self.run(f"PRAGMA busy_timeout = {max(1, math.floor(seconds * 1000))}")
 
     def _stored_key_check(self) -> bytes | None:
         """Return the key check value, or None for a new (empty) database."""
