@@ -286,3 +286,35 @@ def test_a_sqlite_forget_waits_no_longer_than_its_timeout_in_all(tmp_path: Path)
             writer.close()
     assert ticket_ids(forgotten) == ["T-1"]
     assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # a server to freeze
+@pytest.mark.parametrize("call", ["recall", "save"])
+def test_a_call_to_a_frozen_postgres_server_ends_within_its_timeout(
+    backend: Backend, call: str
+) -> None:
+    import psycopg
+
+    seconds = 1
+    name = f"memorybook-frozen-{os.getpid()}-{time.monotonic_ns()}"
+    url = f"{backend.url}&application_name={name}"
+    with backend.store_class(url, key=backend.key, timeout=seconds) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        with psycopg.connect(backend.url) as admin:
+            [(pid,)] = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchall()
+        calls = {"recall": lambda: store.recall("C-1042"),
+                 "save": lambda: store.save("C-1042", make_memory("C-1042", "T-2"))}
+        os.kill(pid, signal.SIGSTOP)  # as a frozen host, or a network that drops everything
+        try:
+            calling, called = in_thread(calls[call])
+            calling.join(seconds + MARGIN_SECONDS + 20)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        calling.join(10)
+        [(error, took)] = called
+        assert isinstance(error, MemoryStoreError), error
+        assert f"{call}() had no answer" in str(error) and "connects again" in str(error)
+        assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]  # on a new connection
