@@ -24,6 +24,8 @@ SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process'
 # SQLite errors that say the disk or the permissions refused a write, not that the file is bad.
 _NOT_THE_FILES_FAULT = ("disk is full", "readonly", "read-only", "unable to open", "disk I/O")
 _SQLITE_HEADER = b"SQLite format 3\x00"
+# A call left with less than its timeout minus this has waited: its busy timeout is shortened.
+_SLACK_SECONDS = 0.05
 
 
 class SQLiteMemoryStore(EncryptedStore):
@@ -67,6 +69,7 @@ class SQLiteDatabase(SqlDatabase):
         self._key_file = key_file
         self._key = key
         self._notices = notices
+        self._busy_timeout = timeout  # sqlite3.connect's, until a call shortens it
         _refuse_foreign_file(self.path)
         _create_private_file(self.path)
         try:
@@ -117,7 +120,11 @@ class SQLiteDatabase(SqlDatabase):
         self.run("COMMIT")
 
     def before_call(self) -> None:
-        self._wait_at_most(self.seconds_left())
+        seconds_left = self.seconds_left()
+        if seconds_left < self.timeout - _SLACK_SECONDS:  # it waited for another thread's call
+            self._wait_at_most(seconds_left)
+        elif self._busy_timeout != self.timeout:
+            self._wait_at_most(self.timeout)
 
     def after_forget(self) -> None:
         # Copy the zeroed pages into the database file and empty the write-ahead log,
@@ -131,6 +138,7 @@ class SQLiteDatabase(SqlDatabase):
     def _wait_at_most(self, seconds: float) -> None:
         """How long SQLite waits for another process's lock, from now on (its busy timeout)."""
         self.run(f"PRAGMA busy_timeout = {max(1, math.floor(seconds * 1000))}")
+        self._busy_timeout = seconds
 
     def _stored_key_check(self) -> bytes | None:
         """Return the key check value, or None for a new (empty) database."""
