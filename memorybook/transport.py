@@ -208,8 +208,8 @@ def _read_answer(response: httpx2.Response, url: httpx2.URL, max_bytes: int) -> 
                 pending = decompressor.unconsumed_tail
             if len(body) > max_bytes:
                 raise AnswerRefusedError(
-                    f"the answer from {_origin(url)} is longer than {max_bytes:,} bytes "
-                    f"({MAX_ANSWER_BYTES:,} is the limit of an answer), so it was not read further"
+                    f"the answer from {_origin(url)} is longer than {max_bytes:,} bytes, the "
+                    "limit of an answer, so it was not read further"
                 )
     return bytes(body)
 
