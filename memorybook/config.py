@@ -18,6 +18,7 @@ RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
 RECORDED_REMEMBER_AT = 0.5  # the gate threshold of the recorded run
 DEFAULT_TIMEOUT_SECONDS = 120.0  # for the whole of a live call, retries included
+MAX_TIMEOUT_SECONDS = 86_400.0  # a day: longer ones overflow the clocks of sockets and threads
 
 # Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
 API_KEY_ENV = "TYPESAFE_API_KEY"
@@ -49,11 +50,12 @@ def timeout_seconds() -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value <= 0 or value > MAX_TIMEOUT_SECONDS:
         shown = text if len(text) <= 40 else text[:40] + "..."
         raise ConfigError(
-            f"{TIMEOUT_ENV}={shown!r} is not a positive number of seconds; set it to e.g. 120, "
-            "or unset it for the default of 120."
+            f"{TIMEOUT_ENV}={shown!r} is not a positive number of seconds up to "
+            f"{MAX_TIMEOUT_SECONDS:,.0f} (a day); set it to e.g. 120, or unset it for the default "
+            "of 120."
         )
     return value
 

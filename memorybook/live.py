@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from typesafe_sdk import (
     TypeSafeAPIConnectionError,
@@ -27,13 +28,19 @@ class PlainHttpRefusedError(TypeSafeError):
     """A live call would have sent the API key over plain http to another machine."""
 
 
+class AnswerRefusedError(TypeSafeError):
+    """A live call's answer was too long to read, or in an encoding that was not asked for."""
+
+
 class LiveCallFailed(RuntimeError):
     """A live call failed; the message says what to do, with every secret taken out."""
 
 
 def describe_api_failure(error: TypeSafeError) -> str:
     """What went wrong with a live call, in a sentence a notebook reader can act on."""
-    endpoint = os.environ.get(ENDPOINT_ENV) or "the default TypeSafe endpoint"
+    # Without its query, which may hold a credential (?password=...); redact() takes the rest.
+    endpoint = re.split(r"[?#]", os.environ.get(ENDPOINT_ENV) or "", maxsplit=1)[0] \
+        or "the default TypeSafe endpoint"
     status = getattr(error, "status", None)
     if isinstance(error, TypeSafeAuthenticationError):
         what = f"the API refused the key (HTTP 401): check {API_KEY_ENV}"

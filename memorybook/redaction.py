@@ -22,6 +22,12 @@ _AUTHORIZATION_VALUE = re.compile(
     (?!\[redacted\])[^\s"'\\,;}][^"'\\\r\n,;}]*    # the value, unless already redacted""",
 )
 _BEARER_TOKEN = re.compile(r"(?i)\b(bearer\s+)(?!\[redacted\])[^\s\"',;}\\]+")
+# A URL query parameter that holds a credential: ?password=, &sslpassword=, ?api_key=, &token=...
+_URL_QUERY_SECRET = re.compile(
+    r"(?i)([?&;][\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)[\w.-]*=)"
+    r"(?!\[redacted\])[^&#;\s\"'<>]+"
+)
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 # The password of a URL with credentials (scheme://user:password@host), up to its last @.
 _URL_PASSWORD = re.compile(r"""(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@"'<>]*:)(?!\[redacted\]@)[^\s/"'<>]+@""")
 
@@ -32,7 +38,16 @@ def redact(text: object, *secrets: str) -> str:
     Every message that leaves the process goes through here: notebook outputs, `make record`
     reports, and the errors this project raises. The key is taken from $TYPESAFE_API_KEY.
     """
-    text = str(text)
+    text = redact_key(str(text), *secrets)
+    text = _URL_PASSWORD.sub(lambda match: match.group(1) + REDACTED + "@", text)
+    text = _URL_QUERY_SECRET.sub(lambda match: match.group(1) + REDACTED, text)
+    text = _AUTHORIZATION_VALUE.sub(lambda match: match.group(1) + REDACTED, text)
+    return _BEARER_TOKEN.sub(lambda match: match.group(1) + REDACTED, text)
+
+
+def redact_key(text: str, *secrets: str) -> str:
+    """`text` with the API key and `secrets` replaced, in every form they may be echoed in, and
+    nothing else changed."""
     key = os.environ.get(API_KEY_ENV, "").strip()
     for secret in (key, *secrets):
         if len(secret) >= _SHORTEST_SECRET:
@@ -41,16 +56,15 @@ def redact(text: object, *secrets: str) -> str:
         elif secret:  # a short test key such as "k": whole words only, not every letter k
             for form in {secret, json.dumps(secret)[1:-1], repr(secret)[1:-1]}:
                 text = re.sub(rf"(?<![\w-]){re.escape(form)}(?![\w-])", REDACTED, text)
-    text = _URL_PASSWORD.sub(lambda match: match.group(1) + REDACTED + "@", text)
-    text = _AUTHORIZATION_VALUE.sub(lambda match: match.group(1) + REDACTED, text)
-    return _BEARER_TOKEN.sub(lambda match: match.group(1) + REDACTED, text)
+    return text
 
 
 def _echoed_forms(secret: str) -> set[str]:
     """The ways a secret shows up when something echoes it: quoted, escaped, encoded."""
     escaped = json.dumps(secret)[1:-1]
-    forms = {secret, escaped, repr(secret)[1:-1], escaped.replace("/", "\\/"),
-             quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    forms = {secret, escaped, repr(secret)[1:-1], escaped.replace("/", "\\/")}
+    for encoded in (quote(secret, safe=""), quote(secret), quote_plus(secret)):
+        forms |= {encoded, _PERCENT_ESCAPE.sub(lambda match: match.group().lower(), encoded)}
     return {form for form in forms | _base64_cores(secret) if len(form) >= _SHORTEST_SECRET}
 
 

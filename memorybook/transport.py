@@ -8,22 +8,24 @@ the SDK's own transport does not have:
 
 - the whole call, retries and the waits between them included, ends within
   $MEMORYBOOK_TIMEOUT_SECONDS: the SDK's time-out bounds each read, so an endpoint that trickles
-  a byte a second would otherwise hold a call for as long as it likes;
+  a byte a second would otherwise hold a call for as long as it likes; an answer is read within
+  MAX_ANSWER_BYTES, decoded;
 - the API key is never sent over plain http except to this machine (127.0.0.0/8, ::1,
-  localhost), unless $MEMORYBOOK_ALLOW_PLAIN_HTTP=1 says that the network is trusted.
+  localhost), and then never through a proxy, unless $MEMORYBOOK_ALLOW_PLAIN_HTTP=1 says that
+  the network is trusted.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
 import os
 import threading
 import time
+import zlib
 from email.utils import parsedate_to_datetime
 
 import httpx2
-from typesafe_sdk import TypeSafeClient
+from typesafe_sdk import RetryPolicy, TypeSafeClient
 
 from memorybook.config import (
     ALLOW_PLAIN_HTTP_ENV,
@@ -33,7 +35,8 @@ from memorybook.config import (
     replay_only_reason,
     timeout_seconds,
 )
-from memorybook.live import CallTimeoutError, PlainHttpRefusedError
+from memorybook.live import AnswerRefusedError, CallTimeoutError, PlainHttpRefusedError
+from memorybook.redaction import redact_key
 from memorybook.replay import ReplayOnlyTransport
 
 # The SDK sends this header on every retry of a call, never on its first attempt: it tells this
@@ -41,6 +44,14 @@ from memorybook.replay import ReplayOnlyTransport
 SDK_RETRY_HEADER = "X-TypeSafe-Retry-Count"
 # A time-out of a read that ends this close to the call's deadline is the deadline's doing.
 _DEADLINE_SLACK_SECONDS = 0.05
+# Of an answer's body, decoded: a System One answer is a few kilobytes.
+MAX_ANSWER_BYTES = 4_000_000
+# The encodings an answer may come in, each with a decoder whose output can be bounded as it goes.
+_DECOMPRESSORS = {
+    "identity": lambda: None,
+    "gzip": lambda: zlib.decompressobj(16 + zlib.MAX_WBITS),
+    "deflate": lambda: zlib.decompressobj(32 + zlib.MAX_WBITS),  # zlib-wrapped, or gzip
+}
 
 
 def collection_client() -> TypeSafeClient:
@@ -50,6 +61,8 @@ def collection_client() -> TypeSafeClient:
         api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
         base_url=os.environ.get(ENDPOINT_ENV) or None,  # None: the SDK's default endpoint
         timeout=timeout_seconds(),
+        # The SDK waits for a retry only if the wait ends within the call's time.
+        retry=RetryPolicy(timeout=min(timeout_seconds(), RetryPolicy().timeout)),
         transport=collection_transport(),
     )
 
@@ -81,16 +94,21 @@ class LiveTransport(httpx2.BaseTransport):
     """Sends over the network, refusing plain http off this machine and ending calls on time.
 
     Each thread's call has its own deadline, set by the call's first attempt and kept by its
-    retries. An attempt is sent with at most the time left, and its answer is read whole within
-    it; a Retry-After longer than the time left is shortened to it, so that the SDK's wait ends
-    by the deadline too. After the deadline the call ends with `CallTimeoutError`, which the SDK
-    does not retry.
+    retries. An attempt runs in a thread of its own, which this one waits for until the deadline
+    at most: a server that trickles its headers or body cannot hold the call, since each read's
+    own time-out starts again with every byte. Its answer is read and decoded within
+    `max_answer_bytes`. An answer asking to wait longer than the time left ends the call at once,
+    as does the deadline, with `CallTimeoutError`, which the SDK does not retry; the client's
+    RetryPolicy keeps the SDK's own waits within the call's time.
+
+    Plain http to this machine goes straight to it, never through a proxy set in the environment,
+    which may be another machine. Every other request uses the environment's proxies.
     """
 
-    def __init__(self, seconds: float, *, client: httpx2.Client | None = None) -> None:
+    def __init__(self, seconds: float, *, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         self.seconds = seconds
-        # A client, not a bare HTTPTransport, so that proxies set in the environment still apply.
-        self._client = httpx2.Client() if client is None else client
+        self.max_answer_bytes = max_answer_bytes
+        self._tls = httpx2.create_ssl_context()  # made once: it reads the certificate store
         self._call = threading.local()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -103,16 +121,18 @@ class LiveTransport(httpx2.BaseTransport):
         if now >= deadline:
             raise self._timed_out(request)
         request.extensions["timeout"] = _capped(request.extensions.get("timeout"), deadline - now)
+        request.headers["Accept-Encoding"] = ", ".join(_DECOMPRESSORS)  # what _read_answer reads
+        direct = request.url.scheme == "http" and _is_this_machine(request.url.host)
+        attempt = _Attempt(httpx2.Client(trust_env=not direct, verify=self._tls), request,
+                           self.max_answer_bytes)
+        worker = threading.Thread(target=attempt.run, name="memorybook-live-attempt", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            attempt.abandon()
+            raise self._timed_out(request)
         try:
-            response = self._client.send(request, stream=True)
-            try:
-                body = []
-                for chunk in response.iter_raw():
-                    body.append(chunk)
-                    if time.monotonic() >= deadline:
-                        raise self._timed_out(request)
-            finally:
-                response.close()
+            response, body = attempt.outcome()
         except httpx2.TimeoutException:
             if time.monotonic() >= deadline - _DEADLINE_SLACK_SECONDS:
                 raise self._timed_out(request) from None
@@ -122,14 +142,17 @@ class LiveTransport(httpx2.BaseTransport):
             self._call.last_attempt = f"could not connect or read ({type(error).__name__})"
             raise
         self._call.last_attempt = f"was answered HTTP {response.status_code}"
-        headers = _retry_after_capped(response.headers, deadline - time.monotonic())
+        wait = _retry_after_seconds(response.headers)
+        if wait is not None and wait > deadline - time.monotonic():  # a retry could not be on time
+            self._call.last_attempt += f", asking to wait {wait:g} s"
+            raise self._timed_out(request)
+        headers = httpx2.Headers(response.headers)
+        for name in ("content-encoding", "content-length"):  # the body is decoded here
+            headers.pop(name, None)
         extensions = {name: response.extensions[name] for name in ("http_version", "reason_phrase")
                       if name in response.extensions}
-        return httpx2.Response(response.status_code, headers=headers, content=b"".join(body),
-                               extensions=extensions)
-
-    def close(self) -> None:
-        self._client.close()
+        return httpx2.Response(response.status_code, headers=headers,
+                               content=_without_the_key(body), extensions=extensions)
 
     def _timed_out(self, request: httpx2.Request) -> CallTimeoutError:
         last = self._call.last_attempt
@@ -138,6 +161,79 @@ class LiveTransport(httpx2.BaseTransport):
             f"time ({TIMEOUT_ENV}), retries included"
             + (f"; the attempt before {last}" if last is not None else "")
         )
+
+
+class _Attempt:
+    """One request and its answer, read whole, in a thread that may be left behind at the deadline.
+
+    Left behind, its client is closed, so that the thread ends at its next read.
+    """
+
+    def __init__(self, client: httpx2.Client, request: httpx2.Request, max_bytes: int) -> None:
+        self.client, self.request, self.max_bytes = client, request, max_bytes
+        self._result: tuple[httpx2.Response, bytes] | None = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            response = self.client.send(self.request, stream=True)
+            try:
+                self._result = response, _read_answer(response, self.request.url, self.max_bytes)
+            finally:
+                response.close()
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
+            self._error = error
+        finally:
+            self.client.close()
+
+    def abandon(self) -> None:
+        self.client.close()
+
+    def outcome(self) -> tuple[httpx2.Response, bytes]:
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+def _read_answer(response: httpx2.Response, url: httpx2.URL, max_bytes: int) -> bytes:
+    """The answer's body, decoded, refused as soon as it is longer than `max_bytes`."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in _DECOMPRESSORS:
+        raise AnswerRefusedError(
+            f"the answer from {_origin(url)} is encoded as {encoding!r}, which this client did "
+            "not ask for"
+        )
+    decompressor = _DECOMPRESSORS[encoding]()
+    body = bytearray()
+    for chunk in response.iter_raw():
+        pending = chunk
+        while pending:
+            if decompressor is None:
+                body += pending[: max_bytes + 1 - len(body)]
+                pending = b""
+            else:
+                try:
+                    body += decompressor.decompress(pending, max_bytes + 1 - len(body))
+                except zlib.error as error:
+                    raise AnswerRefusedError(
+                        f"the answer from {_origin(url)} could not be decoded as {encoding} "
+                        f"({error})"
+                    ) from None
+                pending = decompressor.unconsumed_tail
+            if len(body) > max_bytes:
+                raise AnswerRefusedError(
+                    f"the answer from {_origin(url)} is longer than {max_bytes:,} bytes, the "
+                    "limit of an answer, so it was not read further"
+                )
+    return bytes(body)
+
+
+def _without_the_key(body: bytes) -> bytes:
+    """The body with any echo of the API key taken out, so that no SDK error can quote it."""
+    text = body.decode("utf-8", errors="surrogateescape")
+    cleaned = redact_key(text)
+    return body if cleaned == text else cleaned.encode("utf-8", errors="surrogateescape")
 
 
 def _refuse_plain_http_off_this_machine(url: httpx2.URL) -> None:
@@ -177,17 +273,6 @@ def _capped(timeouts: dict | None, seconds_left: float) -> dict:
         current = timeouts.get(operation)
         timeouts[operation] = seconds_left if current is None else min(current, seconds_left)
     return timeouts
-
-
-def _retry_after_capped(headers: httpx2.Headers, seconds_left: float) -> httpx2.Headers:
-    """The headers, with a Retry-After that asks to wait past the deadline cut to the time left."""
-    delay = _retry_after_seconds(headers)
-    if delay is None or delay <= seconds_left:
-        return headers
-    capped = httpx2.Headers(headers)
-    capped["retry-after-ms"] = str(max(0, math.floor(seconds_left * 1000)))
-    capped.pop("retry-after", None)
-    return capped
 
 
 def _retry_after_seconds(headers: httpx2.Headers) -> float | None:

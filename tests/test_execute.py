@@ -123,3 +123,25 @@ def test_ctrl_c_during_make_run_prints_one_line_and_changes_nothing(tmp_path):
     assert "interrupted (Ctrl-C)" in line and "sleepy.ipynb" in line
     assert path.read_bytes() == before
     wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit")
+
+
+def test_make_run_leaves_a_notebook_edited_while_it_ran_as_it_was_saved(
+        tmp_path, monkeypatch, capsys):
+    from tools import execute
+
+    first, second = notebooks_in(tmp_path / "notebooks")
+    saved_meanwhile = nbformat.writes(edited_copy(first)).replace("x" * 200_000, "a reader's edit")
+
+    def run_while_someone_saves(path: Path) -> nbformat.NotebookNode:
+        ran = edited_copy(path)
+        if path == first:
+            path.write_text(saved_meanwhile, encoding="utf-8")  # as JupyterLab saves it
+        return ran
+
+    monkeypatch.setattr(execute, "execute", run_while_someone_saves)
+    second_before = second.read_bytes()
+    assert execute.main([str(first), str(second)]) == 1
+    assert first.read_text(encoding="utf-8") == saved_meanwhile
+    assert second.read_bytes() != second_before, "the other notebook was still run and written"
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert first.name in line and "was changed while it ran" in line

@@ -6,6 +6,7 @@ Every run records into a scratch file, never into notebooks/json_cache/json_cach
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -248,12 +249,12 @@ def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
     assert result.returncode == 2 and "CI is set. Nothing was sent." in result.stderr
 
 
-def accepting(tmp_path: Path, new: dict) -> tuple[int, Path, Path]:
+def accepting(tmp_path: Path, new: dict, indent: int = 2) -> tuple[int, Path, Path]:
     """Accept `new` over scratch copies of the committed recording and provenance."""
     from tools.record.accept import accept
 
     path, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
-    path.write_text(json.dumps(new, indent=2), encoding="utf-8")
+    path.write_text(json.dumps(new, indent=indent), encoding="utf-8")
     target.write_text(COMMITTED_TEXT, encoding="utf-8")
     shutil.copyfile(PROVENANCE_PATH, provenance)
     return accept(path, target, provenance), target, provenance
@@ -261,15 +262,46 @@ def accepting(tmp_path: Path, new: dict) -> tuple[int, Path, Path]:
 
 def test_accepting_a_complete_recording_replaces_the_target_and_keeps_each_values_origin(
         tmp_path):
-    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED_TEXT))
+    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED_TEXT), indent=1)
     assert status == 0
     assert json.loads(target.read_text(encoding="utf-8")) == json.loads(COMMITTED_TEXT)
     written = json.loads(provenance.read_text(encoding="utf-8"))
-    assert written["origin"] == "recorded" and written["model"] == ["jev-1.14.0"]
+    assert written["origin"] == "recorded" and written["model"] == "jev-1.14.0"
     assert set(written["entries"]) == set(json.loads(COMMITTED_TEXT))
     before = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
     for key, entry in written["entries"].items():  # nothing re-measured: every origin kept
-        assert entry["measured"] == [] and entry["filled"] == before[key]["filled"]
+        assert entry == before[key]
+
+
+def test_accepting_a_byte_identical_recording_changes_nothing(tmp_path, capsys):
+    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED_TEXT))
+    assert status == 0
+    assert target.read_text(encoding="utf-8") == COMMITTED_TEXT
+    assert provenance.read_bytes() == PROVENANCE_PATH.read_bytes()
+    assert "nothing was changed" in capsys.readouterr().out
+
+
+def test_accepting_commits_exactly_the_recording_it_checked(tmp_path, monkeypatch):
+    from tools.record import accept as accept_module
+
+    checked = json.loads(COMMITTED_TEXT)
+    key = next(iter(checked))
+    checked[key]["usage"]["input_tokens"] += 1  # a change, so that there is something to accept
+    lacking = {k: v for k, v in checked.items() if k not in list(checked)[:5]}
+    check = accept_module.replay_in_a_new_process
+
+    def replaced_once_checked(path: Path) -> dict:
+        replayed = check(path)
+        (tmp_path / "new.json").write_text(json.dumps(lacking, indent=2), encoding="utf-8")
+        return replayed
+
+    monkeypatch.setattr(accept_module, "replay_in_a_new_process", replaced_once_checked)
+    status, target, provenance = accepting(tmp_path, checked)
+    assert status == 0
+    assert target.read_text(encoding="utf-8") == json.dumps(checked, indent=2)
+    written = json.loads(provenance.read_text(encoding="utf-8"))
+    assert written["recording_sha256"] == hashlib.sha256(target.read_bytes()).hexdigest()
+    assert set(written["entries"]) == set(checked)
 
 
 def test_accepting_marks_measured_exactly_the_values_that_changed(tmp_path):
@@ -370,21 +402,24 @@ def timed_call(base_url: str, recording: Path, **extra: str) -> tuple[str, float
     return result.stdout, seconds, connections
 
 
-@pytest.mark.parametrize("failure, server_options", [
-    pytest.param("trickle", {"trickle_seconds": 0.5}, id="headers, then a byte every 0.5 s"),
-    pytest.param("server_error", {"latency": 0.9}, id="slow failures, each retried"),
-    pytest.param("rate_limit", {"retry_after_ms": 20_000}, id="asked to wait 20 s"),
+@pytest.mark.parametrize("failure, server_options, explained", [
+    pytest.param("trickle", {"trickle_seconds": 0.5}, "no answer from {} within 1 s",
+                 id="headers, then a byte every 0.5 s"),
+    # The SDK's retry budget is the call's time: it retries only if its wait ends within it.
+    pytest.param("server_error", {"latency": 0.9}, "the API failed (HTTP 500)",
+                 id="slow failures, each retried"),
+    pytest.param("rate_limit", {"retry_after_ms": 20_000}, "no answer from {} within 1 s",
+                 id="asked to wait 20 s"),
 ])
 def test_a_live_call_ends_within_its_time_retries_and_waits_included(tmp_path, failure,
-                                                                     server_options):
+                                                                     server_options, explained):
     seconds = 1
     with LoopbackSystemOne(RECORDING_PATH, failure=failure, max_seconds=30,
                            **server_options) as server:
         printed, took, _ = timed_call(server.base_url, tmp_path / "new.json",
                                       MEMORYBOOK_TIMEOUT_SECONDS=str(seconds))
-    assert took <= 3 * seconds, printed
-    assert f"no answer from {server.base_url} within {seconds} s" in printed
-    assert "raise MEMORYBOOK_TIMEOUT_SECONDS" in printed
+    assert took <= seconds + 1, printed  # a margin of 1 s for a loaded machine
+    assert explained.format(server.base_url) in printed
     assert not (tmp_path / "new.json").exists()
 
 

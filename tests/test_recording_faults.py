@@ -370,7 +370,7 @@ def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_
     assert "json_cache" in error.evalue and len(error.traceback) <= 2, error.traceback
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "  "])
+@pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "1e308", "86401", "  "])
 def test_a_bad_timeout_setting_is_named_with_its_value(monkeypatch, value):
     monkeypatch.setenv("MEMORYBOOK_TIMEOUT_SECONDS", value)
     if not value.strip():

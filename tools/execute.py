@@ -10,7 +10,7 @@ it prints the headline results the notebooks produced.
 
 A notebook is written only once it has run to its end, all at once (through a temporary file
 beside it): a full disk, a read-only folder or Ctrl-C leave every notebook as it was, and say so
-in one line.
+in one line. A notebook saved by someone else while it ran is left as they saved it, and said so.
 """
 
 # ruff: noqa: E402 - the Ctrl-C handler below is installed before the slow imports
@@ -120,13 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("TYPESAFE_API_KEY", None)  # the stored outputs always come from the recording
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    headlines, written = [], 0
+    headlines, written, edited = [], 0, []
     print(f"Running the notebooks on {running_on()}")
     for path in args.notebooks or notebook_paths():
         path = path.resolve()
         try:
+            as_read = path.read_bytes()
             [notebook] = wait_for_all([in_background(execute, path)])
             text = nbformat.writes(notebook)
+            if _read_or_none(path) != as_read:  # saved meanwhile, from JupyterLab say: keep that
+                print(f"{shown_path(path)} was changed while it ran, so it was left as it is now, "
+                      "without the new outputs; run `make run` again once it is saved for good.",
+                      file=sys.stderr)
+                edited.append(path)
+                continue
             write_text_atomically(path, text if text.endswith("\n") else text + "\n")
         except KeyboardInterrupt:
             stop_kernels()
@@ -149,7 +156,14 @@ def main(argv: list[str] | None = None) -> int:
                       if line.strip().startswith(HEADLINES)]
     if headlines:
         print("\nHeadline results:\n  " + "\n  ".join(dict.fromkeys(headlines)))
-    return 0
+    return 1 if edited else 0
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, NamedTuple, Self
 
 from memorybook.store.database import SqlDatabase
@@ -39,16 +40,14 @@ class SealedRow(NamedTuple):
 def _one_call_at_a_time(method: Callable) -> Callable:
     """Serialise calls on one store object, so that threads can share it.
 
-    Each call first lets the database make sure its connection is usable (``before_call``), and
-    is named in the errors it raises.
+    A call waits for the calls of other threads on the object, then for the database, within its
+    ``timeout`` in all. It first lets the database make sure its connection is usable
+    (``before_call``), and is named in the errors it raises.
     """
 
     @functools.wraps(method)
     def serialised(self: EncryptedStore, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            self._database.current_call = f"{method.__name__}()"
-            self._open_keys()
-            self._database.before_call()
+        with self._call(f"{method.__name__}()"):
             return method(self, *args, **kwargs)
 
     return serialised
@@ -234,15 +233,32 @@ class EncryptedStore:
         Saves and forgets for the customer through other store objects or processes wait
         meanwhile, up to their time limit. Make no call on this store object inside the block.
         """
-        with self._lock:
-            self._database.current_call = "customer_lock()"
-            keys = self._open_keys()
-            self._database.before_call()
-            customer = keys.customer_digest(checked_customer_id(customer_id))
-            with self._database.write_transaction(customer):
-                yield
+        with ExitStack() as held:
+            with self._call("customer_lock()"):
+                customer = self._open_keys().customer_digest(checked_customer_id(customer_id))
+                held.enter_context(self._lock)  # for the block too, past the call's deadline
+                held.enter_context(self._database.write_transaction(customer))
+            yield
 
     # -- helpers -------------------------------------------------------------------
+
+    @contextmanager
+    def _call(self, name: str) -> Iterator[None]:
+        """One call on the store, holding its lock, with ``timeout`` for all its waits."""
+        deadline = time.monotonic() + self.timeout
+        if not self._lock.acquire(timeout=self.timeout):
+            raise MemoryStoreError(
+                f"{name} waited more than {self.timeout:g} s for another thread's call on this "
+                f"store object ({self.location}) to end, and gave up; nothing was written. Try "
+                "again, or give each thread a store object of its own."
+            )
+        try:
+            self._database.current_call = name
+            self._open_keys()
+            with self._database.call_within(deadline):
+                yield
+        finally:
+            self._lock.release()
 
     def _readable(
         self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str

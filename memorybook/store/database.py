@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from memorybook.store import schema
@@ -24,6 +26,7 @@ class SqlDatabase:
         self.location = location
         self.timeout = timeout
         self.current_call = "opening the store"
+        self.deadline = time.monotonic() + timeout
 
     def read_key_check(self) -> bytes:
         """Return the stored key check value after making sure the meta table is ours."""
@@ -50,6 +53,17 @@ class SqlDatabase:
 
     def close(self) -> None:
         self.connection.close()
+
+    @contextmanager
+    def call_within(self, deadline: float) -> Iterator[None]:
+        """Around each call of the store, with its lock held: the call's waits end by
+        ``deadline`` (of ``time.monotonic()``). Backends bound their waits to it."""
+        self.deadline = deadline
+        self.before_call()
+        yield
+
+    def seconds_left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
 
     def before_call(self) -> None:
         """Run before each call of the store, with the store's lock held."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from memorybook.store.encryption import STORE_KEY_ENV, parse_key
@@ -20,7 +21,7 @@ class KeyFile:
 
     def key(self, *, has_data: bool, notices: list[str]) -> bytes:
         """The key in the file; for a store without data yet, a new one (and a notice saying so)."""
-        if self.path.exists():
+        if os.path.lexists(self.path):
             return self.read()
         if has_data:
             raise MemoryStoreKeyError(
@@ -32,17 +33,24 @@ class KeyFile:
         return self.create(notices)
 
     def create(self, notices: list[str]) -> bytes:
-        """Write a new random key to the file (mode 0600) without racing other processes."""
+        """Write a new random key to the file (mode 0600) without racing other processes.
+
+        The key is written to a draft that only this call can have made (a new name, created
+        exclusively, never through a link), then linked into place, which fails if anything is
+        there already: a file or link planted in the folder is never written to.
+        """
         new_key = base64.urlsafe_b64encode(os.urandom(32))
-        draft = self.path.with_name(f"{self.path.name}.{os.getpid()}.draft")
-        descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(new_key + b"\n")
-            file.flush()
-            os.fsync(file.fileno())
+        descriptor, draft_name = tempfile.mkstemp(
+            prefix=f"{self.path.name}.", suffix=".draft", dir=self.path.parent
+        )
+        draft = Path(draft_name)
         try:
-            os.link(draft, self.path)  # fails if another process created it first
-        except FileExistsError:
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(new_key + b"\n")
+                file.flush()
+                os.fsync(file.fileno())
+            os.link(draft, self.path, follow_symlinks=False)
+        except FileExistsError:  # another process created it first, or something was planted
             return self.read()
         finally:
             draft.unlink()
@@ -60,9 +68,11 @@ class KeyFile:
         may have been planted to make us encrypt with a key they know.
         """
         try:
-            with open(self.path, "rb") as file:
+            # Without O_NONBLOCK, opening a FIFO would wait for a writer, for ever.
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            with os.fdopen(descriptor, "rb") as file:
                 status = os.fstat(file.fileno())
-                text = file.read(1000)
+                text = file.read(1000) if stat.S_ISREG(status.st_mode) else b""
         except OSError as error:
             raise MemoryStoreKeyError(
                 f"Cannot read the key file {self.path} for {self.database} ({error.strerror}); "

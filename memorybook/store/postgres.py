@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import select
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -17,10 +21,13 @@ from memorybook.store.messages import one_line
 from memorybook.store.schema import POSTGRES
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
 
-# How long a PostgreSQL call waits for a lock another session holds; any one statement may take
-# twice that, and a transaction of ours left idle (a stuck client) is ended after twice that too.
+# How long a PostgreSQL call waits for a lock another session holds; a transaction of ours left
+# idle (a stuck client) is ended after twice that.
 POSTGRES_LOCK_TIMEOUT_SECONDS = 20
 POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
+# Past a call's timeout: the server cancels a statement after this much more, and a call still
+# waiting for the server after twice this much more is ended here (a frozen server never answers).
+POSTGRES_MARGIN_SECONDS = 0.25
 _WRITES = ("save()", "forget()", "forget_customer()")
 
 
@@ -65,15 +72,25 @@ class PostgresDatabase(SqlDatabase):
         self._keys = Keys(resolve_key(key, self.location, otherwise=self._no_key))
         self._psycopg = _import_psycopg()
         self._url = url
-        self.connection = self._connect()
+        self._limits = self.timeout
+        self._watchdog = Watchdog()
+        self._watchdog.arm(self.deadline + 2 * POSTGRES_MARGIN_SECONDS)  # until the tables are open
+        try:
+            self.connection = self._connect()
+        except BaseException:
+            self._watchdog.close()
+            raise
 
     def open_tables(self) -> tuple[Keys, bytes]:
         # One lock for table creation, so that two first openings do not race.
-        with self.write_transaction(b"memorybook tables"):
-            [(meta_table,)] = self.run("SELECT to_regclass('memorybook_meta') IS NOT NULL")
-            if meta_table:
-                return self._keys, self.read_key_check()
-            return self._keys, self.create_tables(self._keys)
+        try:
+            with self.write_transaction(b"memorybook tables"):
+                [(meta_table,)] = self.run("SELECT to_regclass('memorybook_meta') IS NOT NULL")
+                if meta_table:
+                    return self._keys, self.read_key_check()
+                return self._keys, self.create_tables(self._keys)
+        finally:
+            self._watchdog.disarm()
 
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
@@ -96,20 +113,39 @@ class PostgresDatabase(SqlDatabase):
         except self._psycopg.Error as error:  # from the commit or the rollback itself
             raise self._error(error) from None
 
+    @contextmanager
+    def call_within(self, deadline: float) -> Iterator[None]:
+        """The call, ended by the watchdog if the server has not answered by its deadline."""
+        self.deadline = deadline
+        self._watchdog.arm(deadline + 2 * POSTGRES_MARGIN_SECONDS)
+        try:
+            self.before_call()
+            yield
+        finally:
+            self._watchdog.disarm()
+
     def before_call(self) -> None:
-        """Open a new connection if the server ended this one (a restart) since the last call.
+        """Open a new connection if the server ended this one (a restart) since the last call,
+        and shorten the server's time limits to what is left of this call's time.
 
         Between calls the connection is idle, so anything waiting to be read on it is the
         server's notice that it closed the connection.
         """
         connection = self.connection
-        if not (connection.closed or connection.broken):
-            waiting, _, _ = select.select([connection.fileno()], [], [], 0)
-            if not waiting:
-                return
-        with suppress(self._psycopg.Error):
-            connection.close()
-        self.connection = self._connect()
+        if connection.closed or connection.broken or select.select(
+            [connection.fileno()], [], [], 0
+        )[0]:
+            self._close_connection()
+            self.connection = self._connect()
+        seconds_left = self.seconds_left()
+        if seconds_left < self.timeout - POSTGRES_MARGIN_SECONDS:
+            self._set_limits(seconds_left)
+        elif self._limits != self.timeout:
+            self._set_limits(self.timeout)
+
+    def close(self) -> None:
+        self._watchdog.close()
+        self._close_connection()
 
     def _no_key(self) -> bytes:
         raise MemoryStoreKeyError(
@@ -122,7 +158,7 @@ class PostgresDatabase(SqlDatabase):
         """A new connection whose waits for locks and statements are bounded by ``timeout``."""
         try:
             connection = self._psycopg.connect(
-                self._url, autocommit=True, connect_timeout=POSTGRES_CONNECT_TIMEOUT_SECONDS
+                self._url, autocommit=True, connect_timeout=self._connect_timeout()
             )
         except self._psycopg.Error as error:
             raise MemoryStoreError(
@@ -130,23 +166,34 @@ class PostgresDatabase(SqlDatabase):
                 f"({self._shown_error(error)}). Check that the server is running and the URL is "
                 "right; this store object connects again at its next call."
             ) from None
-        limits = {
-            "lock_timeout": self.timeout,
-            "statement_timeout": 2 * self.timeout,
-            "idle_in_transaction_session_timeout": 2 * self.timeout,
-        }
+        self.connection = connection
+        self._watchdog.watch(connection.fileno())
         try:
-            for name, seconds in limits.items():
-                connection.execute(
-                    "SELECT set_config(%s, %s, false)", (name, f"{math.ceil(seconds * 1000)}ms")
-                )
-        except self._psycopg.Error as error:
-            connection.close()
-            raise MemoryStoreError(
-                f"Could not set the time limits of a connection to the PostgreSQL memory store "
-                f"{self.location} ({self._shown_error(error)}); check the server."
-            ) from None
+            self._set_limits(self.timeout)
+            self.run("SELECT set_config('idle_in_transaction_session_timeout', ?, false)",
+                     (_milliseconds(2 * self.timeout),))
+        except MemoryStoreError:
+            self._close_connection()
+            raise
         return connection
+
+    def _connect_timeout(self) -> int:
+        """Whole seconds for connecting: libpq waits at least 2, whatever it is given."""
+        return max(2, math.ceil(min(self.seconds_left(), POSTGRES_CONNECT_TIMEOUT_SECONDS)))
+
+    def _set_limits(self, seconds: float) -> None:
+        """The server's limits on this connection: for a lock, then for a whole statement."""
+        self.run(
+            "SELECT set_config('lock_timeout', ?, false),"
+            " set_config('statement_timeout', ?, false)",
+            (_milliseconds(seconds), _milliseconds(seconds + POSTGRES_MARGIN_SECONDS)),
+        )
+        self._limits = seconds
+
+    def _close_connection(self) -> None:
+        self._watchdog.watch(None)  # before its socket's number can be another file's
+        with suppress(self._psycopg.Error):
+            self.connection.close()
 
     def _error(self, error: Exception) -> MemoryStoreError:
         """One sentence for a failed call: what it waited for, what was kept, what to do next."""
@@ -160,9 +207,20 @@ class PostgresDatabase(SqlDatabase):
                 f"{self.location}, and gave up; nothing was written. Try again once that session "
                 "has finished (a session stuck in a transaction shows in pg_stat_activity)."
             )
+        if self._watchdog.fired:
+            unsure = (
+                " If it was committing a change, the change may have been made: check with "
+                "recall() before doing it again." if writing else ""
+            )
+            return MemoryStoreError(
+                f"{call} had no answer from the PostgreSQL memory store {self.location} within "
+                f"its {self.timeout:g} s, so this store object closed its connection: the server "
+                "may be frozen or overloaded, or the network to it down. It connects again at its "
+                f"next call; try again later.{unsure}"
+            )
         if isinstance(error, errors.QueryCanceled):
             return MemoryStoreError(
-                f"{call} took more than {2 * self.timeout:g} s on the PostgreSQL memory store "
+                f"{call} took more than {self.timeout:g} s on the PostgreSQL memory store "
                 f"{self.location} and was cancelled ({self._shown_error(error)}).{kept} The "
                 "server may be overloaded or waiting on another session; try again later."
             )
@@ -188,6 +246,66 @@ class PostgresDatabase(SqlDatabase):
         for secret in passwords_in(self._url):
             text = text.replace(secret, "***")
         return text
+
+
+class Watchdog:
+    """Shuts a connection's socket down when a call on it is still waiting at its deadline.
+
+    psycopg waits for the server's answer without a limit of its own, and a frozen server (or a
+    network that drops everything) never answers: the server's own time limits cannot end that.
+    Shut down, the socket reads as closed, and psycopg raises at once.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._fileno: int | None = None
+        self._deadline: float | None = None
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.fired = False
+
+    def watch(self, fileno: int | None) -> None:
+        """Watch this socket (a new connection's) from now on; None: no socket."""
+        with self._changed:
+            self._fileno = fileno
+
+    def arm(self, deadline: float) -> None:
+        with self._changed:
+            self._deadline, self.fired = deadline, False
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="memorybook-postgres-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify()
+
+    def disarm(self) -> None:
+        with self._changed:
+            self._deadline = None
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
+
+    def _watch(self) -> None:
+        with self._changed:
+            while not self._closed:
+                if self._deadline is None:
+                    self._changed.wait()
+                    continue
+                seconds_left = self._deadline - time.monotonic()
+                if seconds_left > 0:
+                    self._changed.wait(seconds_left)
+                    continue
+                self._deadline, self.fired = None, True
+                if self._fileno is not None:
+                    with suppress(OSError), socket.socket(fileno=os.dup(self._fileno)) as sock:
+                        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _milliseconds(seconds: float) -> str:
+    return f"{max(1, math.ceil(seconds * 1000))}ms"
 
 
 def _import_psycopg() -> Any:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -22,6 +24,8 @@ SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process'
 # SQLite errors that say the disk or the permissions refused a write, not that the file is bad.
 _NOT_THE_FILES_FAULT = ("disk is full", "readonly", "read-only", "unable to open", "disk I/O")
 _SQLITE_HEADER = b"SQLite format 3\x00"
+# A call left with less than its timeout minus this has waited: its busy timeout is shortened.
+_SLACK_SECONDS = 0.05
 
 
 class SQLiteMemoryStore(EncryptedStore):
@@ -65,6 +69,7 @@ class SQLiteDatabase(SqlDatabase):
         self._key_file = key_file
         self._key = key
         self._notices = notices
+        self._busy_timeout = timeout  # sqlite3.connect's, until a call shortens it
         _refuse_foreign_file(self.path)
         _create_private_file(self.path)
         try:
@@ -114,11 +119,26 @@ class SQLiteDatabase(SqlDatabase):
             raise
         self.run("COMMIT")
 
+    def before_call(self) -> None:
+        seconds_left = self.seconds_left()
+        if seconds_left < self.timeout - _SLACK_SECONDS:  # it waited for another thread's call
+            self._wait_at_most(seconds_left)
+        elif self._busy_timeout != self.timeout:
+            self._wait_at_most(self.timeout)
+
     def after_forget(self) -> None:
         # Copy the zeroed pages into the database file and empty the write-ahead log,
         # so no earlier copy of the deleted rows stays in it. Best effort: it is
-        # skipped while another process is reading.
-        self.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        # skipped while another process is reading, and once the call's time is up.
+        seconds_left = self.seconds_left()
+        if seconds_left > 0:
+            self._wait_at_most(seconds_left)
+            self.run("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _wait_at_most(self, seconds: float) -> None:
+        """How long SQLite waits for another process's lock, from now on (its busy timeout)."""
+        self.run(f"PRAGMA busy_timeout = {max(1, math.floor(seconds * 1000))}")
+        self._busy_timeout = seconds
 
     def _stored_key_check(self) -> bytes | None:
         """Return the key check value, or None for a new (empty) database."""
@@ -194,8 +214,11 @@ def explain_sqlite_error(
 def _refuse_foreign_file(path: Path) -> None:
     """Refuse, before SQLite touches it, a non-empty file that is not a SQLite database."""
     try:
-        with open(path, "rb") as file:
-            header = file.read(len(_SQLITE_HEADER))
+        # Without O_NONBLOCK, opening a FIFO would wait for a writer, for ever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(descriptor, "rb") as file:
+            is_regular = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+            header = file.read(len(_SQLITE_HEADER)) if is_regular else b""
     except FileNotFoundError:
         return
     except OSError as error:
@@ -203,6 +226,11 @@ def _refuse_foreign_file(path: Path) -> None:
             f"Cannot read the memory database {path} ({error.strerror}); fix its "
             f"permissions or point ${STORE_URL_ENV} at another file."
         ) from None
+    if not is_regular:
+        raise MemoryStoreError(
+            f"{path} is not a regular file (a FIFO, device or folder), so it cannot be a "
+            f"memorybook memory store. It was left untouched: point ${STORE_URL_ENV} at a file."
+        )
     if header and header != _SQLITE_HEADER:
         raise MemoryStoreError(
             f"{path} is not a SQLite database, so it cannot be a memorybook memory store. "

@@ -10,6 +10,8 @@ from memorybook.store.errors import MemoryStoreError
 from memorybook.store.messages import shown
 
 STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
+# A query parameter holding a password: libpq's password= and sslpassword= (of the client key).
+_PASSWORD_PARAMETER = r"(?:^|[?&])(?:ssl)?password="
 
 
 def sqlite_path(url: str) -> Path:
@@ -44,7 +46,7 @@ def passwords_in(url: str) -> list[str]:
     """The URL's passwords as they may appear in messages: as written and decoded, longest first."""
     _, user_info, rest = _userinfo(url)
     found = [user_info.partition(":")[2]] if ":" in user_info else []
-    found += re.findall(r"(?i)(?:^|[?&])password=([^&#]*)", rest.partition("?")[2])
+    found += re.findall(_PASSWORD_PARAMETER + r"([^&#]*)", rest.partition("?")[2], re.IGNORECASE)
     forms = {form for secret in found for form in (secret, unquote(secret)) if form}
     return sorted(forms, key=len, reverse=True)
 
@@ -62,5 +64,5 @@ def redacted(url: str) -> str:
     scheme, user_info, rest = _userinfo(url)
     if ":" in user_info:
         user_info = f"{user_info.partition(':')[0]}:***"
-    rest = re.sub(r"(?i)((?:^|[?&])password=)[^&#]*", r"\1***", rest)
+    rest = re.sub(f"({_PASSWORD_PARAMETER})[^&#]*", r"\1***", rest, flags=re.IGNORECASE)
     return f"{scheme}{user_info}@{rest}" if user_info else f"{scheme}{rest}"

@@ -74,10 +74,12 @@ def checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
             f"JSON; a memory may hold at most {MAX_MEMORY_BYTES:,}. Keep what the next request "
             "needs, not whole attachments."
         )
-    if json.dumps(json.loads(text)) != text:  # depth is bounded by the check above
+    change = _first_change(memory, json.loads(text))  # depth is bounded by the check above
+    if change is not None:
         raise ValueError(
-            f"The memory of ticket {shown(ticket_id)} would not come back as the same JSON (are "
-            "two keys equal once turned into strings?)."
+            f"The memory of ticket {shown(ticket_id)} would not come back unchanged: {change}. "
+            "A memory may hold only dicts with string keys, lists, strings, numbers, booleans "
+            "and None."
         )
     return ticket_id, text
 
@@ -100,3 +102,28 @@ def _nested_deeper_than(value: object, limit: int) -> bool:
             return True
         pending.extend((child, depth + 1) for child in children)
     return False
+
+
+def _first_change(original: object, decoded: object) -> str | None:
+    """Where ``decoded`` (the memory read back from its JSON) differs from ``original``, if it does.
+
+    JSON turns tuples into lists and dict keys such as 1, None or 2.5 into strings, silently.
+    """
+    pending = [(original, decoded, "memory")]
+    while pending:
+        before, after, where = pending.pop()
+        if isinstance(after, dict):
+            # Only a dict becomes a JSON object, and it comes back with as many keys unless two
+            # of them turn into the same string: then a key is not a string.
+            odd_keys = [key for key in before if not isinstance(key, str)]
+            if odd_keys:
+                return f"the key {shown(odd_keys[0])} at {where} would come back as a string"
+            pending.extend((before[key], after[key], f"{where}[{key!r}]") for key in after)
+        elif isinstance(after, list):
+            if not isinstance(before, list):
+                return f"the {type(before).__name__} at {where} would come back as a list"
+            pending.extend((item, back, f"{where}[{index}]")
+                           for index, (item, back) in enumerate(zip(before, after, strict=True)))
+        elif isinstance(before, bool) != isinstance(after, bool) or before != after:
+            return f"{shown(before)} at {where} would come back as {shown(after)}"
+    return None

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from memorybook.store import MemoryStore, MemoryStoreError
+from memorybook.store import MemoryStore, MemoryStoreError, SQLiteMemoryStore
 from tests.store.support import (
     SUBPROCESS_TIMEOUT_SECONDS,
     Backend,
     finish,
     make_memory,
+    new_key,
     run_python,
     ticket_ids,
 )
@@ -229,3 +230,91 @@ def test_a_save_blocked_by_a_lock_ends_with_a_clear_error_and_writes_nothing(
         assert ticket_ids(store.recall("C-1042")) == ["T-1"]
         store.save("C-1042", make_memory("C-1042", "T-3"))
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+
+
+MARGIN_SECONDS = 1  # what a store call may take beyond its timeout on a loaded 2-core machine
+
+
+def test_a_call_waiting_for_another_threads_call_gives_up_within_its_timeout(
+    backend: Backend,
+) -> None:
+    seconds = 1
+    with backend.open(timeout=seconds) as store:
+        holding, release = threading.Event(), threading.Event()
+
+        def hold_the_store() -> None:
+            with store.customer_lock("C-1042"):
+                holding.set()
+                release.wait(8)
+
+        holder = threading.Thread(target=hold_the_store, daemon=True)
+        holder.start()
+        try:
+            assert holding.wait(10), "the other thread never held the store"
+            recalling, recalled = in_thread(lambda: store.recall("C-2210"))
+            recalling.join(seconds + MARGIN_SECONDS + 8)
+        finally:
+            release.set()
+            holder.join(10)
+        [(error, took)] = recalled
+        assert isinstance(error, MemoryStoreError), error
+        assert "recall()" in str(error) and "another thread's call" in str(error)
+        assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
+        assert store.recall("C-2210") == []
+
+
+def test_a_sqlite_forget_waits_no_longer_than_its_timeout_in_all(tmp_path: Path) -> None:
+    """The lock's wait and the write-ahead log's checkpoint share one timeout."""
+    seconds = 2
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path, key=new_key(), timeout=seconds) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            reader.execute("BEGIN")  # a snapshot from before the forget: it holds the log
+            reader.execute("SELECT COUNT(*) FROM memorybook_memories").fetchall()
+            writer.execute("BEGIN IMMEDIATE")
+            release = threading.Timer(1.8, lambda: writer.execute("COMMIT"))
+            release.start()
+            started = time.monotonic()
+            forgotten = store.forget("C-1042", "T-1")
+            took = time.monotonic() - started
+            release.join()
+        finally:
+            reader.close()
+            writer.close()
+    assert ticket_ids(forgotten) == ["T-1"]
+    assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # a server to freeze
+@pytest.mark.parametrize("call", ["recall", "save"])
+def test_a_call_to_a_frozen_postgres_server_ends_within_its_timeout(
+    backend: Backend, call: str
+) -> None:
+    import psycopg
+
+    seconds = 1
+    name = f"memorybook-frozen-{os.getpid()}-{time.monotonic_ns()}"
+    url = f"{backend.url}&application_name={name}"
+    with backend.store_class(url, key=backend.key, timeout=seconds) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        with psycopg.connect(backend.url) as admin:
+            [(pid,)] = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchall()
+        calls = {"recall": lambda: store.recall("C-1042"),
+                 "save": lambda: store.save("C-1042", make_memory("C-1042", "T-2"))}
+        os.kill(pid, signal.SIGSTOP)  # as a frozen host, or a network that drops everything
+        try:
+            calling, called = in_thread(calls[call])
+            calling.join(seconds + MARGIN_SECONDS + 20)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        calling.join(10)
+        [(error, took)] = called
+        assert isinstance(error, MemoryStoreError), error
+        assert f"{call}() had no answer" in str(error) and "connects again" in str(error)
+        assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]  # on a new connection

@@ -85,3 +85,41 @@ def test_a_key_file_planted_by_another_user_beside_a_new_store_is_refused(
     with pytest.raises(MemoryStoreKeyError, match="owned by another user") as raised:
         SQLiteMemoryStore(path)
     assert str(planted) in str(raised.value)
+
+
+def test_a_new_key_file_never_follows_links_planted_where_it_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    victim = tmp_path / "someone-elses-file"
+    victim.write_bytes(b"")
+    victim.chmod(0o666)
+    if os.geteuid() == 0:
+        os.chown(victim, 65534, 65534)  # nobody
+    for pid in {os.getpid(), *range(os.getpid() - 50, os.getpid() + 50)}:
+        (tmp_path / f"memories.sqlite3.key.{pid}.draft").symlink_to(victim)
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        assert "readable only by you" in store.notices[0]
+    assert victim.read_bytes() == b""
+    key_path = path.with_name(path.name + ".key")
+    status = key_path.lstat()
+    assert stat.S_ISREG(status.st_mode) and status.st_uid == os.geteuid()
+    assert stat.S_IMODE(status.st_mode) == 0o600 and status.st_nlink == 1
+    assert status.st_ino != victim.stat().st_ino
+    with SQLiteMemoryStore(path) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+
+
+def test_a_link_planted_as_the_key_file_of_a_new_store_is_refused_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    key_path = path.with_name(path.name + ".key")
+    elsewhere = tmp_path / "not-there-yet"
+    key_path.symlink_to(elsewhere)
+    with pytest.raises(MemoryStoreKeyError, match="Cannot read the key file"):
+        SQLiteMemoryStore(path)
+    assert key_path.is_symlink() and not elsewhere.exists()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -148,3 +151,36 @@ def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(
     assert failures == [], f"{len(failures)} of {processes * rounds} openings failed"
     keys = {(tmp_path / f"round-{n}.sqlite3.key").read_bytes() for n in range(rounds)}
     assert len(keys) == rounds  # one key per store, shared by every opener
+
+
+@pytest.mark.parametrize("fifo_at", ["memories.sqlite3", "memories.sqlite3.key"])
+def test_a_fifo_in_place_of_the_database_or_its_key_file_is_refused_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fifo_at: str
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    if fifo_at.endswith(".key"):
+        with SQLiteMemoryStore(path) as store:
+            store.save("C-1042", make_memory("C-1042", "T-1"))
+        (tmp_path / fifo_at).unlink()
+    fifo = tmp_path / fifo_at
+    os.mkfifo(fifo, 0o600)
+    outcome: dict[str, BaseException] = {}
+
+    def open_it() -> None:
+        try:
+            SQLiteMemoryStore(path, timeout=1).close()
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            outcome["error"] = error
+
+    opening = threading.Thread(target=open_it, daemon=True)
+    opening.start()
+    opening.join(1 + 5)  # the store's timeout, and a margin for a loaded machine
+    hung = opening.is_alive()
+    if hung:  # let the opening go: give the FIFO a writer that writes nothing
+        with suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        opening.join(5)
+    assert not hung, "opening the store waited on the FIFO"
+    assert isinstance(outcome.get("error"), MemoryStoreError)
+    assert str(fifo) in str(outcome["error"]) and "not a regular file" in str(outcome["error"])

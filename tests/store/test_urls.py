@@ -15,6 +15,8 @@ from tests.store.support import new_key
         ("postgresql://memorybook:tt4/uu5@127.0.0.1:1/memorybook", ["tt4", "uu5"]),
         ("postgresql://memorybook:hunter2zz@127.0.0.1:1/memorybook", ["hunter2zz"]),
         ("postgresql://127.0.0.1:1/memorybook?password=pw9qq&user=x", ["pw9qq"]),
+        ("postgresql://127.0.0.1:1/memorybook?sslpassword=ssl9qq&user=x", ["ssl9qq"]),
+        ("postgresql://u@127.0.0.1:1/memorybook?user=x&sslpassword=ssl8qq", ["ssl8qq"]),
         ("mysql://root:hunter2zz@db/memories", ["hunter2zz"]),
     ],
 )

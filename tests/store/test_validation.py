@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -38,6 +39,33 @@ def test_memory_that_is_not_json_serialisable_is_rejected(store: MemoryStore) ->
     with pytest.raises(ValueError, match="not JSON-serialisable"):
         store.save("C-1042", memory)
     assert store.recall("C-1042") == []
+
+
+@pytest.mark.parametrize("changed, why", [
+    pytest.param({1: "one"}, "key 1", id="an int key"),
+    pytest.param({None: "none"}, "key None", id="a None key"),
+    pytest.param({2.5: "half"}, "key 2.5", id="a float key"),
+    pytest.param({True: "yes"}, "key True", id="a bool key"),
+    pytest.param(("a", "b"), "tuple", id="a tuple"),
+    pytest.param([{"deep": (1, 2)}], "tuple", id="a nested tuple"),
+])
+def test_a_memory_that_would_come_back_changed_is_refused(
+    store: MemoryStore, changed: object, why: str
+) -> None:
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"]["changed"] = changed
+    with pytest.raises(ValueError, match="would not come back unchanged") as raised:
+        store.save("C-1042", memory)
+    assert why in str(raised.value)
+    assert store.recall("C-1042") == []
+
+
+def test_every_json_type_is_saved_and_recalled_exactly(store: MemoryStore) -> None:
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"]["all"] = [None, True, False, 0, -1, 2**70, 0.5, -0.0, "", {"": []}]
+    store.save("C-1042", memory)
+    [back] = store.recall("C-1042")
+    assert back == memory and json.dumps(back) == json.dumps(memory)
 
 
 @pytest.mark.parametrize(

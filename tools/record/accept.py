@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from memorybook.config import (
@@ -44,12 +45,22 @@ def accept(new_path: Path, recording: Path = RECORDING_PATH,
         print(f"Nothing to accept: there is no new recording at {shown_path(new_path)}. Make one "
               "with `make record`.", file=sys.stderr)
         return 1
-    try:
-        new = read_recording(new_path)
-    except RecordingError as error:
-        print(f"Not accepted: {error}", file=sys.stderr)
-        return 1
-    replayed = replay_in_a_new_process(new_path)
+    text = new_path.read_bytes().decode("utf-8", errors="surrogateescape")
+    if recording.exists() and recording.read_bytes() == text.encode("utf-8", "surrogateescape"):
+        print(f"{shown_path(new_path)} is the same as {shown_path(recording)}, byte for byte: "
+              "nothing to accept, and nothing was changed.")
+        return 0
+    # What is checked and what is written are this one snapshot: the file may change meanwhile.
+    with tempfile.TemporaryDirectory(prefix="memorybook-accept-") as folder:
+        snapshot = Path(folder) / new_path.name
+        snapshot.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+        try:
+            new = read_recording(snapshot)
+        except RecordingError as error:
+            print(f"Not accepted: {str(error).replace(str(snapshot), shown_path(new_path))}",
+                  file=sys.stderr)
+            return 1
+        replayed = replay_in_a_new_process(snapshot)
     if replayed["unanswered"]:
         print(f"Not accepted: {shown_path(new_path)} lacks calls the notebooks make: "
               + "; ".join(replayed["unanswered"])
@@ -59,7 +70,6 @@ def accept(new_path: Path, recording: Path = RECORDING_PATH,
     committed = read_recording(recording) if recording.exists() else {}
     provenance = accepted_provenance(new, committed, read_provenance(provenance_path),
                                      replayed["requests"])
-    text = new_path.read_text(encoding="utf-8")
     provenance["recording_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     write_text_atomically(recording, text)
     write_text_atomically(provenance_path, json.dumps(provenance, indent=2) + "\n")
@@ -116,6 +126,9 @@ def accepted_provenance(new: dict, committed: dict, provenance: dict, requests: 
     for key in sorted(new):
         before = provenance["entries"].get(key, {})
         old_values = dict(leaf_values(committed.get(key, {})))
+        if key in provenance["entries"] and dict(leaf_values(new[key])) == old_values:
+            entries[key] = before  # unchanged: every origin it had, for values and verdicts alike
+            continue
         published, filled, measured = {}, {}, []
         for field, value in leaf_values(new[key]):
             if field in old_values and old_values[field] == value and field in before.get(
@@ -133,6 +146,7 @@ def accepted_provenance(new: dict, committed: dict, provenance: dict, requests: 
                                          if "table_row" in before else {}),
                         "measured": measured, "published": published, "filled": filled,
                         **({"request": request} if request else {})}
+    models = sorted({entry["model"] for entry in new.values()})
     return {
         **provenance,
         "origin": "recorded",
@@ -140,6 +154,6 @@ def accepted_provenance(new: dict, committed: dict, provenance: dict, requests: 
                  "the one it replaced keeps that one's origin (published, or filled by a rule), "
                  "since a copy cannot be told from a re-measurement; every other value was "
                  "measured.",
-        "model": sorted({entry["model"] for entry in new.values()}),
+        "model": models[0] if len(models) == 1 else models,
         "entries": entries,
     }

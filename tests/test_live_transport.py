@@ -1,0 +1,204 @@
+"""The live transport against servers that misbehave on the wire: slow, huge, or in the way.
+
+Each test makes one call through the collection's own client (`collection_client()`) to a server
+on 127.0.0.1 that this file starts and always stops. Deadlines are short (1-2 s) and checked with
+a stated margin of 1 s, for a loaded machine.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import socket
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+from typesafe_sdk import Noul, TypeSafeError
+
+from memorybook.config import MAX_TIMEOUT_SECONDS, RECORDING_PATH
+from memorybook.live import AnswerRefusedError, CallTimeoutError, describe_api_failure
+from memorybook.transport import MAX_ANSWER_BYTES, collection_client
+from tools.loopback_server import LoopbackSystemOne
+
+KEY = "canary-sk-4b1d9e7a2c6f8035"
+MARGIN_SECONDS = 1.0  # what a call may take beyond its deadline on a loaded 2-core machine
+QUESTIONS = {"yes": Noul(instructions="Is `ticket.subject` about billing?")}
+ANSWER = {"model": "jev-1.14.0", "usage": {}, "answers": {"yes": {"type": "noul", "noul": 0.25}}}
+Handler = Callable[[socket.socket, threading.Event], None]
+
+
+@pytest.fixture(autouse=True)
+def live(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
+    monkeypatch.setenv("MEMORYBOOK_LIVE_IN_CI", "1")
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+                 "MEMORYBOOK_ALLOW_PLAIN_HTTP"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+def call(monkeypatch: pytest.MonkeyPatch, base_url: str, seconds: float) -> tuple[object, float]:
+    """One call through the collection's client: its answer or error, and the seconds it took."""
+    monkeypatch.setenv("TYPESAFE_ENDPOINT", base_url)
+    monkeypatch.setenv("MEMORYBOOK_TIMEOUT_SECONDS", str(seconds))
+    client = collection_client()
+    started = time.monotonic()
+    try:
+        outcome: object = client.system_one(state={"ticket": {"subject": "Invoice"}},
+                                            questions=QUESTIONS, model="jev-1.14.0")
+    except TypeSafeError as error:
+        outcome = error
+    return outcome, time.monotonic() - started
+
+
+@contextmanager
+def raw_server(handle: Handler) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 that reads each request, then lets `handle` answer on the
+    socket; `handle` waits on the event it is given, which is set when the block ends."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    stopped = threading.Event()
+
+    def answer(connection: socket.socket) -> None:
+        with connection:
+            try:
+                received = b""
+                while b"\r\n\r\n" not in received:
+                    received += connection.recv(65536) or b"\r\n\r\n"
+                handle(connection, stopped)
+            except OSError:  # the client gave up first
+                pass
+
+    def serve() -> None:
+        while not stopped.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # the accept's time-out: look at `stopped` again
+                continue
+            threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+    serving = threading.Thread(target=serve, daemon=True)
+    serving.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stopped.set()
+        serving.join(5)
+        listener.close()
+
+
+def headers_a_byte_at_a_time(connection: socket.socket, stopped: threading.Event) -> None:
+    connection.sendall(b"HTTP/1.1 200 OK\r\n")
+    for byte in b"X-Slow: " + b"a" * 12:  # 8 s in all, so that a call that waits ends too
+        if stopped.wait(0.4):
+            return
+        connection.sendall(bytes([byte]))
+
+
+def one_body_byte_late_then_nothing(connection: socket.socket, stopped: threading.Event) -> None:
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: 200\r\n\r\n")
+    if not stopped.wait(1.8):
+        connection.sendall(b"{")
+        stopped.wait(30)
+
+
+@pytest.mark.parametrize("handler, seconds", [
+    pytest.param(headers_a_byte_at_a_time, 1, id="a header byte every 0.4 s, deadline 1 s"),
+    pytest.param(one_body_byte_late_then_nothing, 2, id="a body byte at 1.8 s, deadline 2 s"),
+])
+def test_a_live_call_ends_by_its_deadline_whatever_the_server_trickles(
+    monkeypatch: pytest.MonkeyPatch, handler: Handler, seconds: float
+) -> None:
+    with raw_server(handler) as base_url:
+        outcome, took = call(monkeypatch, base_url, seconds)
+    assert isinstance(outcome, CallTimeoutError), outcome
+    assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a deadline of {seconds} s"
+    assert f"no answer from {base_url} within {seconds:g} s" in describe_api_failure(outcome)
+
+
+def test_an_answer_that_inflates_past_the_limit_is_refused_while_it_is_read(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bomb = gzip.compress(b" " * (16 * MAX_ANSWER_BYTES), compresslevel=9)  # 64 MB in ~60 KB
+
+    def send_bomb(connection: socket.socket, stopped: threading.Event) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(bomb))
+        connection.sendall(bomb)
+
+    with raw_server(send_bomb) as base_url:
+        tracemalloc.start()
+        try:
+            outcome, took = call(monkeypatch, base_url, 2)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert isinstance(outcome, AnswerRefusedError), outcome
+    assert f"longer than {MAX_ANSWER_BYTES:,} bytes" in describe_api_failure(outcome)
+    assert peak < 4 * MAX_ANSWER_BYTES, f"{peak:,} bytes held while reading"
+    assert took <= 2 + MARGIN_SECONDS
+
+
+def test_an_answer_within_the_limit_is_read_compressed_or_not(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LoopbackSystemOne(RECORDING_PATH, answer_with=lambda body: ANSWER) as server:
+        outcome, _ = call(monkeypatch, server.base_url, 2)
+    assert outcome.answers["yes"].noul == 0.25, outcome
+    body = gzip.compress(json.dumps(ANSWER).encode())
+
+    def send_gzip(connection: socket.socket, stopped: threading.Event) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body)
+                           + body)
+
+    with raw_server(send_gzip) as base_url:
+        outcome, _ = call(monkeypatch, base_url, 2)
+    assert outcome.answers["yes"].noul == 0.25, outcome
+
+
+def test_plain_http_to_this_machine_never_goes_through_a_proxy(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen_by_proxy: list[bytes] = []
+
+    def proxy(connection: socket.socket, stopped: threading.Event) -> None:
+        seen_by_proxy.append(b"a request")
+        connection.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+
+    with (raw_server(proxy) as proxy_url,
+          LoopbackSystemOne(RECORDING_PATH, answer_with=lambda body: ANSWER) as server):
+        for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.setenv(name, proxy_url)
+        endpoint = server.base_url.replace("127.0.0.1", "localhost")
+        outcome, _ = call(monkeypatch, endpoint, 2)
+        outcome_by_address, _ = call(monkeypatch, server.base_url, 2)
+        keys_sent = [request["headers"].get("authorization") for request in server.requests]
+    assert seen_by_proxy == [], "the key went to the proxy"
+    assert outcome.answers["yes"].noul == 0.25, outcome
+    assert outcome_by_address.answers["yes"].noul == 0.25, outcome_by_address
+    assert keys_sent == [f"Bearer {KEY}"] * 2
+
+
+def test_an_api_error_that_echoes_the_key_does_not_carry_it_in_the_sdks_exception(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LoopbackSystemOne(RECORDING_PATH, failure="bad_request", echo_headers=True) as server:
+        outcome, _ = call(monkeypatch, server.base_url, 2)
+    assert isinstance(outcome, TypeSafeError)
+    shown = f"{outcome} {outcome!r} {vars(outcome)}"
+    assert "[redacted]" in shown
+    assert KEY not in shown
+
+
+def test_the_longest_timeout_allowed_still_makes_live_calls(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LoopbackSystemOne(RECORDING_PATH, answer_with=lambda body: ANSWER) as server:
+        outcome, _ = call(monkeypatch, server.base_url, MAX_TIMEOUT_SECONDS)
+    assert outcome.answers["yes"].noul == 0.25, outcome
