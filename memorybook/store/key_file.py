@@ -11,6 +11,13 @@ from pathlib import Path
 from memorybook.store.encryption import STORE_KEY_ENV, parse_key
 from memorybook.store.errors import MemoryStoreKeyError
 
+# Windows has no owner ids or group and other mode bits to check (a file there is as private as
+# its folder's access list), and neither these open flags nor link() without following links.
+OWNERS_AND_MODES = hasattr(os, "geteuid")
+READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+              | getattr(os, "O_BINARY", 0))
+LINK_OPTIONS = {"follow_symlinks": False} if os.link in os.supports_follow_symlinks else {}
+
 
 class KeyFile:
     """``<database>.key``: the store key of a SQLite store given no key otherwise (mode 0600)."""
@@ -49,7 +56,12 @@ class KeyFile:
                 file.write(new_key + b"\n")
                 file.flush()
                 os.fsync(file.fileno())
-            os.link(draft, self.path, follow_symlinks=False)
+            try:
+                os.link(draft, self.path, **LINK_OPTIONS)
+            except FileExistsError:
+                raise
+            except OSError:  # a file system without hard links (FAT, some network shares)
+                self._write_exclusively(new_key)
         except FileExistsError:  # another process created it first, or something was planted
             return self.read()
         finally:
@@ -61,6 +73,14 @@ class KeyFile:
         )
         return parse_key(new_key, str(self.path), str(self.database))
 
+    def _write_exclusively(self, new_key: bytes) -> None:
+        """Create the key file itself, failing if anything is there (a link included)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        with os.fdopen(os.open(self.path, flags, 0o600), "wb") as file:
+            file.write(new_key + b"\n")
+            file.flush()
+            os.fsync(file.fileno())
+
     def read(self) -> bytes:
         """The key in the file, refused unless only we own it and can read or write it.
 
@@ -69,7 +89,7 @@ class KeyFile:
         """
         try:
             # Without O_NONBLOCK, opening a FIFO would wait for a writer, for ever.
-            descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            descriptor = os.open(self.path, READ_FLAGS)
             with os.fdopen(descriptor, "rb") as file:
                 status = os.fstat(file.fileno())
                 text = file.read(1000) if stat.S_ISREG(status.st_mode) else b""
@@ -83,6 +103,11 @@ class KeyFile:
                 f"The key file {self.path} for {self.database} is not a regular file; replace it "
                 f"with the store's key file, or set ${STORE_KEY_ENV}."
             )
+        if OWNERS_AND_MODES:
+            self._refuse_unless_private(status)
+        return parse_key(text, str(self.path), str(self.database))
+
+    def _refuse_unless_private(self, status: os.stat_result) -> None:
         if status.st_uid != os.geteuid():
             raise MemoryStoreKeyError(
                 f"The key file {self.path} for {self.database} is owned by another user (uid "
@@ -99,4 +124,3 @@ class KeyFile:
                 f"Make it private with `chmod 600 {self.path}`, and treat the key as seen by "
                 "others if they could read it."
             )
-        return parse_key(text, str(self.path), str(self.database))

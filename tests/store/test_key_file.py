@@ -123,3 +123,38 @@ def test_a_link_planted_as_the_key_file_of_a_new_store_is_refused_and_left_alone
     with pytest.raises(MemoryStoreKeyError, match="Cannot read the key file"):
         SQLiteMemoryStore(path)
     assert key_path.is_symlink() and not elsewhere.exists()
+
+
+def test_where_files_have_no_owner_or_mode_bits_the_key_file_is_read_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows: no owner ids or group and other mode bits to check (the README says so)."""
+    from memorybook.store import key_file
+
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    (tmp_path / "memories.sqlite3.key").chmod(0o644)  # as every file there reads
+    monkeypatch.setattr(key_file, "OWNERS_AND_MODES", False)
+    with SQLiteMemoryStore(path) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+
+
+def test_a_folder_without_hard_links_gets_its_key_file_made_exclusively(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAT and some network shares refuse link(): the key file is then created in place."""
+    def no_hard_links(*args, **kwargs):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    monkeypatch.setattr(os, "link", no_hard_links)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    key_path = tmp_path / "memories.sqlite3.key"
+    assert stat.S_IMODE(key_path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memories.sqlite3", key_path.name]
+    with SQLiteMemoryStore(path) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]
