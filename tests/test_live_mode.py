@@ -406,7 +406,10 @@ def timed_call(base_url: str, recording: Path, **extra: str) -> tuple[str, float
     pytest.param("trickle", {"trickle_seconds": 0.5}, "no answer from {} within 1 s",
                  id="headers, then a byte every 0.5 s"),
     # The SDK's retry budget is the call's time: it retries only if its wait ends within it.
-    pytest.param("server_error", {"latency": 0.9}, "the API failed (HTTP 500)",
+    # On a loaded machine the first slow failure can itself outlast the second left, so either
+    # ending is the right one.
+    pytest.param("server_error", {"latency": 0.9},
+                 ("the API failed (HTTP 500)", "no answer from {} within 1 s"),
                  id="slow failures, each retried"),
     pytest.param("rate_limit", {"retry_after_ms": 20_000}, "no answer from {} within 1 s",
                  id="asked to wait 20 s"),
@@ -419,7 +422,8 @@ def test_a_live_call_ends_within_its_time_retries_and_waits_included(tmp_path, f
         printed, took, _ = timed_call(server.base_url, tmp_path / "new.json",
                                       MEMORYBOOK_TIMEOUT_SECONDS=str(seconds))
     assert took <= seconds + 1, printed  # a margin of 1 s for a loaded machine
-    assert explained.format(server.base_url) in printed
+    endings = explained if isinstance(explained, tuple) else (explained,)
+    assert any(ending.format(server.base_url) in printed for ending in endings), printed
     assert not (tmp_path / "new.json").exists()
 
 
