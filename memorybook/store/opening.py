@@ -6,13 +6,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER
-from memorybook.store.errors import MemoryStoreError
-from memorybook.store.messages import shown
+from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, MemoryStore
 from memorybook.store.postgres import PostgresMemoryStore
-from memorybook.store.protocol import MemoryStore
 from memorybook.store.sqlite import SQLiteMemoryStore
 from memorybook.store.urls import STORE_URL_ENV, redacted, sqlite_path
+from memorybook.store.validation import MemoryStoreError, shown
 
 DEFAULT_STORE_PATH = Path(".memorybook") / "memories.sqlite3"
 

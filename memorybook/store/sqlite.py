@@ -14,10 +14,10 @@ from pathlib import Path
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, resolve_key
-from memorybook.store.errors import MemoryStoreError
 from memorybook.store.key_file import KeyFile
 from memorybook.store.schema import SQLITE
 from memorybook.store.urls import STORE_URL_ENV
+from memorybook.store.validation import MemoryStoreError
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process's transaction
 
