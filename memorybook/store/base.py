@@ -87,8 +87,17 @@ class EncryptedStore:
 
     A backend's store class passes ``connect``, which opens its database (an ``SqlDatabase``).
     The store is open once the database's key check matches the key; if anything fails before,
-    the database is closed again.
+    the database is closed again. ``open_store()`` finds the class by its URL's scheme
+    (``opening.BACKENDS``) and opens it with ``from_url()``.
     """
+
+    url_example: str  # a URL naming such a store, as open_store()'s error messages show it
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """The store a URL naming this backend opens; a backend whose location is not the URL
+        itself overrides this."""
+        return cls(url, **options)
 
     def __init__(
         self,

@@ -39,6 +39,8 @@ class PostgresMemoryStore(EncryptedStore):
     next call.
     """
 
+    url_example = "postgresql://user@host:port/database"
+
     def __init__(
         self,
         url: str,
