@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MemoryStore, MemoryStoreError, SQLiteMemoryStore
-from tests.store.support import (
+from tests.helpers import (
     SUBPROCESS_TIMEOUT_SECONDS,
     Backend,
     finish,
     make_memory,
     new_key,
-    run_python,
+    start_python,
     ticket_ids,
 )
 
@@ -41,7 +41,7 @@ def test_memories_persist_across_processes(backend: Backend) -> None:
     saved_here = make_memory("C-1042", "T-parent")
     with backend.open() as store:
         store.save("C-1042", saved_here)
-    child = run_python(
+    child = start_python(
         OPEN_STORE_FROM_ARGS
         + """
     print(json.dumps(store.recall("C-1042")))
@@ -52,7 +52,7 @@ def test_memories_persist_across_processes(backend: Backend) -> None:
     """,
         backend.name,
         backend.location,
-        env=env,
+        **env,
     )
     assert finish(child).strip() == json.dumps([saved_here])
     with backend.open() as store:
@@ -94,7 +94,7 @@ def save_from_two_processes_at_once(
     go_file = tmp_path / "go"
     env = {"MEMORYBOOK_STORE_KEY": backend.key, "CAP": str(cap), "WRITES": str(WRITES_PER_PROCESS)}
     writers = [
-        run_python(CONCURRENT_WRITER, backend.name, backend.location, name, str(go_file), env=env)
+        start_python(CONCURRENT_WRITER, backend.name, backend.location, name, str(go_file), **env)
         for name in ("A", "B")
     ]
     deadline = time.monotonic() + SUBPROCESS_TIMEOUT_SECONDS

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MemoryStoreError, SQLiteMemoryStore, open_store
-from tests.store.support import Backend, make_memory, new_key, ticket_ids
+from tests.helpers import Backend, make_memory, new_key, ticket_ids
 
 
 def test_open_store_opens_backend_url(backend: Backend) -> None:

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MAX_MEMORY_BYTES, MemoryStore, MemoryStoreError, SQLiteMemoryStore
-from tests.helpers import REPO_ROOT
-from tests.store.support import Backend, make_memory, nested, new_key
+from tests.helpers import REPO_ROOT, Backend, make_memory, nested, new_key
 
 
 def test_memory_for_another_customer_is_rejected(store: MemoryStore) -> None:
@@ -154,7 +153,7 @@ def test_every_nesting_depth_is_refused_or_fully_usable_whatever_the_callers_sta
 
 IN_A_KERNEL = """
 from memorybook.store import SQLiteMemoryStore
-from tests.store.support import new_key
+from tests.helpers import new_key
 from tests.store.test_validation import sweep_nesting_depths
 
 with SQLiteMemoryStore({path!r}, key=new_key(), max_memories=1) as store:
