@@ -1,8 +1,8 @@
 """What the tests share besides their fixtures: notebooks, processes, scratch disks, and the
 memory store's memories, keys and backends.
 
-Subprocess snippets import this module too, so what it imports stays light (pytest only where
-used).
+Subprocess snippets import this module too, so what it imports stays light (pytest and nbformat
+only where used).
 """
 
 from __future__ import annotations
@@ -125,6 +125,19 @@ def finish(process: subprocess.Popen) -> str:
     assert process.returncode == 0, stderr
     assert stderr == ""
     return stdout
+
+
+def edited_copy(path: Path):
+    """What `make run` would store: the notebook with a new output, much longer than the file.
+
+    (An nbformat.NotebookNode; nbformat is imported here only, being slow to import.)
+    """
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    cell = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 200_000)]
+    return notebook
 
 
 def copy_of_the_collection(destination: Path) -> Path:
@@ -302,6 +315,34 @@ def nested(depth: int) -> dict:
     for _ in range(depth):
         value = [value]
     return value
+
+
+def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
+    """Save memories nested 1..deepest levels; each accepted one must recall, evict and forget.
+
+    The store caps the customer at one memory, so each save evicts the memory accepted before,
+    unless that one was forgotten (every tenth). Returns the depths that were accepted.
+    """
+    accepted: list[int] = []
+    previous = None
+    for depth in range(1, deepest + 1):
+        memory = make_memory("C-1042", f"T-{depth}")
+        memory["jev_answered"]["deep"] = nested(depth)
+        try:
+            evicted = store.save("C-1042", memory)
+        except ValueError as error:
+            assert "nested" in str(error), error
+            continue
+        accepted.append(depth)
+        assert evicted == ([] if previous is None else [previous])
+        assert store.recall("C-1042") == [memory]
+        if depth % 10 == 0:
+            assert store.forget("C-1042", f"T-{depth}") == [memory]
+            previous = None
+        else:
+            previous = memory
+    assert store.forget_customer("C-1042") == ([] if previous is None else [previous])
+    return accepted
 
 
 @dataclass
