@@ -12,8 +12,7 @@ import pytest
 
 from memorybook.store import MemoryStoreError, SQLiteMemoryStore
 from memorybook.store.sqlite import explain_sqlite_error
-from tests.helpers import finish, make_memory, new_key, start_python
-from tests.helpers import small_tmpfs as mounted_tmpfs
+from tests.helpers import finish, make_memory, new_key, small_tmpfs, start_python
 
 
 def test_forgotten_ciphertext_is_not_left_in_sqlite_file(tmp_path: Path) -> None:
@@ -81,13 +80,6 @@ def test_a_full_or_read_only_disk_never_advises_moving_the_file(
     assert "move it aside" not in advice
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 64 KiB tmpfs (a store fills it)."""
-    with mounted_tmpfs(tmp_path, "64k") as tmpfs:
-        yield tmpfs
-
-
 FILL_THE_DISK = """
     import os, sys
     from memorybook.store import MemoryStoreError, SQLiteMemoryStore
@@ -102,10 +94,12 @@ FILL_THE_DISK = """
 """
 
 
-def test_a_really_full_disk_is_explained_without_blaming_the_file(small_tmpfs) -> None:
-    # In the tmpfs's namespace: SQLite resolves the path it is given, which loses the namespace.
-    database = small_tmpfs.mount_point / "memories.sqlite3"
-    printed = finish(start_python(FILL_THE_DISK, str(database), within=small_tmpfs.enter))
+def test_a_really_full_disk_is_explained_without_blaming_the_file(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path, "64k") as tmpfs:  # a store fills it
+        # In the tmpfs's namespace: SQLite resolves the path it is given, which loses the
+        # namespace.
+        database = tmpfs.mount_point / "memories.sqlite3"
+        printed = finish(start_python(FILL_THE_DISK, str(database), within=tmpfs.enter))
     assert "disk is full" in printed and "The file itself is fine" in printed
     assert "move it aside" not in printed
 
