@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from lzstring import LZString
@@ -34,6 +34,9 @@ from memorybook.store import (
     PostgresMemoryStore,
     SQLiteMemoryStore,
 )
+
+if TYPE_CHECKING:
+    import nbformat
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The committed recording as git holds it: what no test may change.
@@ -127,12 +130,9 @@ def finish(process: subprocess.Popen) -> str:
     return stdout
 
 
-def edited_copy(path: Path):
-    """What `make run` would store: the notebook with a new output, much longer than the file.
-
-    (An nbformat.NotebookNode; nbformat is imported here only, being slow to import.)
-    """
-    import nbformat
+def edited_copy(path: Path) -> nbformat.NotebookNode:
+    """What `make run` would store: the notebook with a new output, much longer than the file."""
+    import nbformat  # here only: it is slow to import
 
     notebook = nbformat.read(path, as_version=4)
     cell = next(cell for cell in notebook.cells if cell.cell_type == "code")

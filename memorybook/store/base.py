@@ -1,5 +1,8 @@
-"""What a store is (the protocols the wrapper relies on) and what every store does, whatever its
-database: the calls, sealing rows, eviction, opening."""
+"""What a store is, and what every store does whatever its database.
+
+The protocols the wrapper relies on (Memories, MemoryStore), and EncryptedStore: the calls,
+sealing rows, eviction, opening.
+"""
 
 from __future__ import annotations
 
@@ -95,8 +98,8 @@ class EncryptedStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
-        """The store a URL naming this backend opens; a backend whose location is not the URL
-        itself overrides this."""
+        """Open the store ``url`` names (its scheme is this backend's). A backend whose location
+        is not the URL itself overrides this."""
         return cls(url, **options)
 
     def __init__(
