@@ -20,6 +20,9 @@ import pytest
 
 from memorybook_dev.kernels import use_unix_socket_kernels
 
+# The checks the tests share (tests/helpers.py) explain their failures as the tests' own do.
+pytest.register_assert_rewrite("tests.helpers")
+
 # Every kernel of a test run (nbval's, nbclient's, nbconvert's, the browser test's JupyterLab)
 # talks over Unix sockets of its own: over TCP, parallel workers starting kernels and servers at
 # the same time can take a port a kernel was about to bind (memorybook_dev/kernels.py).

@@ -1,23 +1,42 @@
-"""Small helpers the tests share."""
+"""What the tests share besides their fixtures: notebooks, processes, scratch disks, and the
+memory store's memories, keys and backends.
+
+Subprocess snippets import this module too, so what it imports stays light (pytest and nbformat
+only where used).
+"""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from lzstring import LZString
 
 from memorybook.config import RECORDING_PATH
+from memorybook.store import (
+    MAX_MEMORIES_PER_CUSTOMER,
+    MemoryStore,
+    PostgresMemoryStore,
+    SQLiteMemoryStore,
+)
+
+if TYPE_CHECKING:
+    import nbformat
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The committed recording as git holds it: what no test may change.
@@ -70,14 +89,55 @@ ONE_LIVE_CALL = textwrap.dedent("""
 """)
 
 
-def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
-    """Run code in a fresh interpreter with no API key, outside the notebooks' usage log."""
+SUBPROCESS_TIMEOUT_SECONDS = 120
+
+
+def start_python(code: str, *args: str, within: tuple[str, ...] = (),
+                 **env: str) -> subprocess.Popen:
+    """Start code (with `args` as sys.argv[1:]) in a fresh interpreter that imports this
+    checkout's memorybook and tests, with no API key and outside the notebooks' usage log.
+
+    `env` is added to the environment; `within` goes before the interpreter (a SmallTmpfs's
+    `enter`). Its output is text, in pipes.
+    """
     clean = {k: v for k, v in os.environ.items()
              if k not in ("TYPESAFE_API_KEY", "MEMORYBOOK_USAGE_LOG", "CI")}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=REPO_ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120,
+    return subprocess.Popen(
+        [*within, sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=REPO_ROOT, env={**clean, "PYTHONPATH": str(REPO_ROOT), **env},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+
+
+def run_python(code: str, *args: str, within: tuple[str, ...] = (),
+               **env: str) -> subprocess.CompletedProcess:
+    """start_python() to its end: what it printed and its exit status, whatever they are."""
+    process = start_python(code, *args, within=within, **env)
+    try:
+        stdout, stderr = process.communicate(timeout=SUBPROCESS_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def finish(process: subprocess.Popen) -> str:
+    """What a started process printed, once it has ended; it must have succeeded, silently."""
+    stdout, stderr = process.communicate(timeout=SUBPROCESS_TIMEOUT_SECONDS)
+    assert process.returncode == 0, stderr
+    assert stderr == ""
+    return stdout
+
+
+def edited_copy(path: Path) -> nbformat.NotebookNode:
+    """What `make run` would store: the notebook with a new output, much longer than the file."""
+    import nbformat  # here only: it is slow to import
+
+    notebook = nbformat.read(path, as_version=4)
+    cell = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 200_000)]
+    return notebook
 
 
 def copy_of_the_collection(destination: Path) -> Path:
@@ -215,3 +275,163 @@ def live_env(base_url: str, scratch: Path | None, key: str, recording: Path | No
     if recording is not None:
         env["MEMORYBOOK_RECORDING"] = str(recording)
     return {**env, **extra}
+
+
+# -- the memory store's tests ----------------------------------------------------------------
+
+PG_URL_ENV = "MEMORYBOOK_TEST_PG_URL"
+
+
+def new_key() -> str:
+    return base64.urlsafe_b64encode(os.urandom(32)).decode()
+
+
+def make_memory(customer_id: str, ticket_id: str, text: str = "How do I add an admin?") -> dict:
+    """A memory shaped like the cookbook's, with deliberately unsorted keys."""
+    return {
+        "request": {
+            "customer": {"id": customer_id, "company": "Acme Corp"},
+            "ticket": {
+                "id": ticket_id,
+                "received_on": "2026-08-04",
+                "subject": "Adding an admin",
+                "messages": [{"from": "customer", "text": text}],
+            },
+        },
+        "jev_answered": {
+            "Which edition?": "Self-hosted, Windows Server 2022",
+            "Accents and symbols?": 'Café — naïve ☕ 100% "quoted" \\ back',
+            "A number": 3.14159,
+        },
+    }
+
+
+def ticket_ids(memories: list[dict]) -> list[str]:
+    return [m["request"]["ticket"]["id"] for m in memories]
+
+
+def nested(depth: int) -> dict:
+    value: object = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
+    """Save memories nested 1..deepest levels; each accepted one must recall, evict and forget.
+
+    The store caps the customer at one memory, so each save evicts the memory accepted before,
+    unless that one was forgotten (every tenth). Returns the depths that were accepted.
+    """
+    accepted: list[int] = []
+    previous = None
+    for depth in range(1, deepest + 1):
+        memory = make_memory("C-1042", f"T-{depth}")
+        memory["jev_answered"]["deep"] = nested(depth)
+        try:
+            evicted = store.save("C-1042", memory)
+        except ValueError as error:
+            assert "nested" in str(error), error
+            continue
+        accepted.append(depth)
+        assert evicted == ([] if previous is None else [previous])
+        assert store.recall("C-1042") == [memory]
+        if depth % 10 == 0:
+            assert store.forget("C-1042", f"T-{depth}") == [memory]
+            previous = None
+        else:
+            previous = memory
+    assert store.forget_customer("C-1042") == ([] if previous is None else [previous])
+    return accepted
+
+
+@dataclass
+class Backend:
+    """One fresh, empty store location, and how to open and inspect it."""
+
+    name: str
+    url: str  # what open_store() takes
+    location: str  # what the store class takes
+    store_class: type
+    key: str
+
+    def open(
+        self,
+        *,
+        key: str | bytes | None = None,
+        max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
+        **options: float,
+    ) -> MemoryStore:
+        return self.store_class(
+            self.location, key=key or self.key, max_memories=max_memories, **options
+        )
+
+    def connect_directly(self) -> tuple[Any, str]:
+        """A connection of the test's own to the store's database, and its driver's placeholder."""
+        if self.name == "sqlite":
+            return sqlite3.connect(self.location), "?"
+        import psycopg
+
+        return psycopg.connect(self.url), "%s"
+
+    def raw_bytes(self) -> bytes:
+        """Everything the database holds, as raw bytes (files, or every table row)."""
+        if self.name == "sqlite":
+            return b"".join(
+                Path(self.location + suffix).read_bytes()
+                for suffix in ("", "-wal", "-journal")
+                if Path(self.location + suffix).exists()
+            )
+        import psycopg
+
+        chunks = []
+        with psycopg.connect(self.url) as connection:
+            for table in ("memorybook_meta", "memorybook_memories"):
+                for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
+                    for value in row:
+                        chunks.append(value if isinstance(value, bytes) else str(value).encode())
+        return b"\n".join(chunks)
+
+
+@contextlib.contextmanager
+def fresh_sqlite_store(tmp_path: Path) -> Iterator[Backend]:
+    """A new SQLite file."""
+    path = tmp_path / "memories.sqlite3"
+    yield Backend("sqlite", f"sqlite:///{path}", str(path), SQLiteMemoryStore, new_key())
+
+
+@contextlib.contextmanager
+def fresh_postgres_store(tmp_path: Path) -> Iterator[Backend]:
+    """A new schema on the server at $MEMORYBOOK_TEST_PG_URL, dropped afterwards."""
+    admin_url = postgres_url_or_skip()
+    import psycopg
+
+    schema = f"memorybook_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    url = with_search_path(admin_url, schema)
+    try:
+        yield Backend("postgresql", url, url, PostgresMemoryStore, new_key())
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def with_search_path(url: str, schema: str) -> str:
+    separator = "&" if "?" in url else "?"
+    return f"{url}{separator}options=-csearch_path%3D{schema}"
+
+
+def postgres_url_or_skip() -> str:
+    import pytest
+
+    url = os.environ.get(PG_URL_ENV)
+    if not url:
+        reason = (
+            f"PostgreSQL tests need ${PG_URL_ENV}; start a server with "
+            "`tools/postgres_server.sh start /tmp/memorybook-pg` and export its URL"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+        pytest.skip(reason)
+    return url

@@ -18,15 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.helpers import NOTEBOOKS, REPO_ROOT, kernels_of, small_tmpfs, wait_until
-
-
-def edited_copy(path: Path) -> nbformat.NotebookNode:
-    """What a run would store: the notebook with a new output, much longer than the file."""
-    notebook = nbformat.read(path, as_version=4)
-    cell = next(cell for cell in notebook.cells if cell.cell_type == "code")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 200_000)]
-    return notebook
+from tests.helpers import NOTEBOOKS, REPO_ROOT, edited_copy, kernels_of, small_tmpfs, wait_until
 
 
 def notebooks_in(folder: Path) -> list[Path]:
@@ -49,7 +41,7 @@ def fill(folder: Path) -> None:
 # `make run`'s own code, with the kernel run replaced by edited_copy, in the tmpfs's namespace.
 MAKE_RUN_WITHOUT_KERNELS = """
 import sys
-from tests.test_execute import edited_copy
+from tests.helpers import edited_copy
 from tools import execute
 execute.execute = edited_copy
 sys.exit(execute.main(sys.argv[1:]))

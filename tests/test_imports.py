@@ -1,19 +1,23 @@
 """Importing the package does nothing: no data file opened, no client started, no hook installed.
 
 The notebooks and tools import notebook 1's module for its code; what it needs (the recording, the
-client) is made at the first call. So a test of a pure function can import it in-process.
+client) is made at the first call. So a test of a pure function can import it in-process. And no
+module of the package imports, even later, one that imports it back.
 """
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from importlib.util import resolve_name
 
 from tests.helpers import REPO_ROOT
 
-EVERY_MODULE = sorted(
-    ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")
-    for path in (REPO_ROOT / "memorybook").rglob("*.py"))
+MODULE_FILES = {
+    ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+    for path in (REPO_ROOT / "memorybook").rglob("*.py")}
+EVERY_MODULE = sorted(MODULE_FILES)
 
 WATCH = """
 import builtins, io, os, pathlib, sys
@@ -54,3 +58,53 @@ def test_the_model_is_pinned_once():
                             "*.py", "*.ipynb"], cwd=REPO_ROOT, capture_output=True, text=True)
     places = [line.split(":")[0] for line in found.stdout.splitlines()]
     assert places == ["memorybook/memory_system.py", "notebooks/01_memory_system.ipynb"]
+
+
+def imports_within_the_package() -> dict[str, set[str]]:
+    """Each module of memorybook/, and the modules of it that it imports, deferred imports too.
+
+    `from X import name` runs X (a package's __init__ if X is one), and module X.name too when
+    name is one. That a submodule's import runs its package's __init__ first is not counted: every
+    package whose __init__ imports its modules would be a cycle.
+    """
+    graph: dict[str, set[str]] = {}
+    for name, path in MODULE_FILES.items():
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+                source = resolve_name("." * node.level + (node.module or ""), package)
+                imported.add(source)
+                imported.update(f"{source}.{alias.name}" for alias in node.names)
+        graph[name] = {module for module in imported if module in MODULE_FILES and module != name}
+    return graph
+
+
+def a_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of `graph` (module -> the modules it imports), as a path, or []."""
+    on_the_path: list[str] = []
+    finished: set[str] = set()
+
+    def visit(module: str) -> list[str]:
+        on_the_path.append(module)
+        for imported in sorted(graph[module]):
+            if imported in on_the_path:
+                return [*on_the_path[on_the_path.index(imported):], imported]
+            if imported not in finished and (cycle := visit(imported)):
+                return cycle
+        finished.add(on_the_path.pop())
+        return []
+
+    for module in sorted(graph):
+        if module not in finished and (cycle := visit(module)):
+            return cycle
+    return []
+
+
+def test_no_module_of_the_package_imports_one_that_imports_it_back():
+    graph = imports_within_the_package()
+    assert "memorybook.store.schema" in graph["memorybook.store.database"]  # imports are found
+    cycle = a_cycle(graph)
+    assert cycle == [], " -> ".join(cycle)

@@ -33,9 +33,9 @@ from tests.helpers import (
     kernels_of,
     live_env,
     record_arguments,
+    small_tmpfs,
     wait_until,
 )
-from tests.helpers import small_tmpfs as mounted_tmpfs
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-sk-5d1c8e2a9b7f4063"
@@ -181,19 +181,6 @@ def test_a_failing_api_call_stops_the_kernels_and_the_other_customer(tmp_path):
     assert len(entries(output)) >= 2
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 16 KiB tmpfs (too small for two copies of the recording)."""
-    with mounted_tmpfs(tmp_path, "16k") as tmpfs:
-        yield tmpfs
-
-
-@pytest.fixture
-def read_only_tmpfs(tmp_path):
-    with mounted_tmpfs(tmp_path, "16k", read_only=True) as tmpfs:
-        yield tmpfs
-
-
 def record_into_small_tmpfs(tmp_path, tmpfs: SmallTmpfs, reason: str) -> tuple[Path, str]:
     """Record into the tmpfs; the run must stop cleanly, saying why it could not write.
 
@@ -209,13 +196,15 @@ def record_into_small_tmpfs(tmp_path, tmpfs: SmallTmpfs, reason: str) -> tuple[P
     return tmpfs.here / "new.json", stderr
 
 
-def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path, small_tmpfs):
-    output, stderr = record_into_small_tmpfs(tmp_path, small_tmpfs, "No space left on device")
-    kept = entries(output)
+def test_a_real_full_disk_stops_the_recording_cleanly(tmp_path):
+    with small_tmpfs(tmp_path, "16k") as tmpfs:  # too small for two copies of the recording
+        output, stderr = record_into_small_tmpfs(tmp_path, tmpfs, "No space left on device")
+        kept = entries(output)
     assert kept and kept.items() <= COMMITTED_ENTRIES.items()
     assert f"{len(kept)} answers are kept" in stderr
 
 
-def test_a_read_only_output_folder_stops_the_recording_cleanly(tmp_path, read_only_tmpfs):
-    output, _ = record_into_small_tmpfs(tmp_path, read_only_tmpfs, "Read-only file system")
-    assert not output.exists()
+def test_a_read_only_output_folder_stops_the_recording_cleanly(tmp_path):
+    with small_tmpfs(tmp_path, "16k", read_only=True) as tmpfs:
+        output, _ = record_into_small_tmpfs(tmp_path, tmpfs, "Read-only file system")
+        assert not output.exists()

@@ -11,19 +11,23 @@
 What the store guarantees and how it is built: CONTRIBUTING.md, "The persistent store".
 """
 
-from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, SealedRow
+from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, Memories, MemoryStore, SealedRow
 from memorybook.store.encryption import STORE_KEY_ENV
-from memorybook.store.errors import MemoryNotFoundError, MemoryStoreError, MemoryStoreKeyError
 from memorybook.store.opening import DEFAULT_STORE_PATH, open_store
 from memorybook.store.postgres import (
     POSTGRES_CONNECT_TIMEOUT_SECONDS,
     POSTGRES_LOCK_TIMEOUT_SECONDS,
     PostgresMemoryStore,
 )
-from memorybook.store.protocol import Memories, MemoryStore
 from memorybook.store.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, SQLiteMemoryStore
 from memorybook.store.urls import STORE_URL_ENV
-from memorybook.store.validation import MAX_MEMORY_BYTES, MAX_MEMORY_NESTING
+from memorybook.store.validation import (
+    MAX_MEMORY_BYTES,
+    MAX_MEMORY_NESTING,
+    MemoryNotFoundError,
+    MemoryStoreError,
+    MemoryStoreKeyError,
+)
 
 __all__ = [
     "DEFAULT_STORE_PATH",

@@ -1,4 +1,8 @@
-"""What every store does, whatever its database: the calls, sealing rows, eviction, opening."""
+"""What a store is, and what every store does whatever its database.
+
+The protocols the wrapper relies on (Memories, MemoryStore), and EncryptedStore: the calls,
+sealing rows, eviction, opening.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +11,54 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys
-from memorybook.store.errors import (
+from memorybook.store.urls import STORE_URL_ENV
+from memorybook.store.validation import (
     MemoryNotFoundError,
     MemoryStoreError,
     MemoryStoreKeyError,
     UnreadableMemory,
-)
-from memorybook.store.messages import shown
-from memorybook.store.urls import STORE_URL_ENV
-from memorybook.store.validation import (
     check_limits,
     checked_customer_id,
     checked_memory_json,
     checked_ticket_id,
+    shown,
 )
 
 MAX_MEMORIES_PER_CUSTOMER = 50
+
+
+@runtime_checkable
+class Memories(Protocol):
+    """Each customer's memories, oldest first: notebook 3's in-kernel ones, or a store.
+
+    `save()` returns the memories it evicted to make room; `forget()` returns those it erased and
+    raises a `KeyError` when the customer has no memory of that ticket.
+    """
+
+    def recall(self, customer_id: str) -> list[dict]: ...
+
+    def save(self, customer_id: str, memory: dict) -> list[dict]: ...
+
+    def forget(self, customer_id: str, ticket_id: str) -> list[dict]: ...
+
+    def forget_customer(self, customer_id: str) -> list[dict]: ...
+
+
+@runtime_checkable
+class MemoryStore(Memories, Protocol):
+    """Memories kept outside the process: a store also reports what it noticed, and closes."""
+
+    notices: list[str]
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> MemoryStore: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
 
 
 class SealedRow(NamedTuple):
@@ -58,8 +90,17 @@ class EncryptedStore:
 
     A backend's store class passes ``connect``, which opens its database (an ``SqlDatabase``).
     The store is open once the database's key check matches the key; if anything fails before,
-    the database is closed again.
+    the database is closed again. ``open_store()`` finds the class by its URL's scheme
+    (``opening.BACKENDS``) and opens it with ``from_url()``.
     """
+
+    url_example: str  # a URL naming such a store, as open_store()'s error messages show it
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """Open the store ``url`` names (its scheme is this backend's). A backend whose location
+        is not the URL itself overrides this."""
+        return cls(url, **options)
 
     def __init__(
         self,

@@ -7,9 +7,16 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from memorybook.store import schema
 from memorybook.store.encryption import Keys
-from memorybook.store.errors import MemoryStoreError
+from memorybook.store.schema import (
+    INSERT_META,
+    READ_KEY_CHECK,
+    READ_META,
+    STORE_FORMAT,
+    Dialect,
+    create_tables,
+)
+from memorybook.store.validation import MemoryStoreError
 
 
 class SqlDatabase:
@@ -18,7 +25,7 @@ class SqlDatabase:
     The store names the call in progress in ``current_call``, for the backend's error messages.
     """
 
-    dialect: schema.Dialect
+    dialect: Dialect
     key_hint = ""  # where else the store's key may be kept, for the wrong-key message
     connection: Any
 
@@ -30,8 +37,8 @@ class SqlDatabase:
 
     def read_key_check(self) -> bytes:
         """Return the stored key check value after making sure the meta table is ours."""
-        meta = dict(self.run(schema.READ_META))
-        if bytes(meta.get("format", b"")) != schema.STORE_FORMAT or "key_check" not in meta:
+        meta = dict(self.run(READ_META))
+        if bytes(meta.get("format", b"")) != STORE_FORMAT or "key_check" not in meta:
             raise MemoryStoreError(
                 f"{self.location} holds a memorybook_meta table that this version of memorybook "
                 "does not recognise; open it with the memorybook version that created it, or use "
@@ -45,10 +52,10 @@ class SqlDatabase:
         Runs inside a write transaction. A racing first opening may have made them already: then
         they are left as they are, and its key check value is returned.
         """
-        for statement in schema.create_tables(self.dialect):
+        for statement in create_tables(self.dialect):
             self.run(statement)
-        self.run(schema.INSERT_META, (schema.STORE_FORMAT, keys.check_value))
-        [(check_value,)] = self.run(schema.READ_KEY_CHECK)
+        self.run(INSERT_META, (STORE_FORMAT, keys.check_value))
+        [(check_value,)] = self.run(READ_KEY_CHECK)
         return bytes(check_value)
 
     def close(self) -> None:

@@ -21,8 +21,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from memorybook.store.errors import MemoryStoreKeyError, UnreadableMemory
-from memorybook.store.validation import MAX_MEMORY_NESTING
+from memorybook.store.validation import MAX_MEMORY_NESTING, MemoryStoreKeyError, UnreadableMemory
 
 STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
 NEW_KEY_COMMAND = (

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from memorybook.store.encryption import STORE_KEY_ENV, parse_key
-from memorybook.store.errors import MemoryStoreKeyError
+from memorybook.store.validation import MemoryStoreKeyError
 
 # Windows has no owner ids or group and other mode bits to check (a file there is as private as
 # its folder's access list), and neither these open flags nor link() without following links.

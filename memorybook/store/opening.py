@@ -6,15 +6,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER
-from memorybook.store.errors import MemoryStoreError
-from memorybook.store.messages import shown
+from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore, MemoryStore
 from memorybook.store.postgres import PostgresMemoryStore
-from memorybook.store.protocol import MemoryStore
 from memorybook.store.sqlite import SQLiteMemoryStore
-from memorybook.store.urls import STORE_URL_ENV, redacted, sqlite_path
+from memorybook.store.urls import STORE_URL_ENV, redacted
+from memorybook.store.validation import MemoryStoreError, shown
 
 DEFAULT_STORE_PATH = Path(".memorybook") / "memories.sqlite3"
+
+# The store class each URL scheme names (the scheme in lower case): a new backend adds its line.
+BACKENDS: dict[str, type[EncryptedStore]] = {
+    "sqlite": SQLiteMemoryStore,
+    "postgresql": PostgresMemoryStore,
+    "postgres": PostgresMemoryStore,
+}
 
 
 def open_store(
@@ -26,10 +31,11 @@ def open_store(
 ) -> MemoryStore:
     """Open the memory store at ``url``.
 
-    ``url`` is ``sqlite:///relative/path.sqlite3`` (relative to the working directory),
-    ``sqlite:////absolute/path.sqlite3`` or ``postgresql://user@host:port/database``. It defaults
-    to ``$MEMORYBOOK_STORE_URL``, then to ``.memorybook/memories.sqlite3`` in the repository root
-    (the nearest folder at or above the working directory holding ``pyproject.toml``). ``key``
+    ``url``'s scheme names the backend (``BACKENDS``): ``sqlite:///relative/path.sqlite3``
+    (relative to the working directory), ``sqlite:////absolute/path.sqlite3`` or
+    ``postgresql://user@host:port/database``. It defaults to ``$MEMORYBOOK_STORE_URL``, then to
+    ``.memorybook/memories.sqlite3`` in the repository root (the nearest folder at or above the
+    working directory holding ``pyproject.toml``). ``key``
     defaults to ``$MEMORYBOOK_STORE_KEY``. ``max_memories`` is the per-customer cap of this store
     object. ``timeout`` is how many seconds a call waits for a lock held elsewhere before it fails
     (default: 30 on SQLite, 20 on PostgreSQL).
@@ -43,16 +49,14 @@ def open_store(
         path = _repo_root(Path.cwd()) / DEFAULT_STORE_PATH
         _create_private_folder(path.parent)
         return SQLiteMemoryStore(path, **options)
-    scheme = url.partition(":")[0].lower()
-    if scheme == "sqlite":
-        return SQLiteMemoryStore(sqlite_path(url), **options)
-    if scheme in ("postgresql", "postgres"):
-        return PostgresMemoryStore(url, **options)
-    raise MemoryStoreError(
-        f"Unsupported memory store URL {shown(redacted(url))}: use "
-        "sqlite:///path/to/memories.sqlite3 or postgresql://user@host:port/database "
-        f"(pass url= or set {STORE_URL_ENV})."
-    )
+    backend = BACKENDS.get(url.partition(":")[0].lower())
+    if backend is None:
+        examples = dict.fromkeys(store_class.url_example for store_class in BACKENDS.values())
+        raise MemoryStoreError(
+            f"Unsupported memory store URL {shown(redacted(url))}: use {' or '.join(examples)} "
+            f"(pass url= or set {STORE_URL_ENV})."
+        )
+    return backend.from_url(url, **options)
 
 
 def _repo_root(start: Path) -> Path:

@@ -16,10 +16,9 @@ from typing import Any
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
-from memorybook.store.errors import MemoryStoreError, MemoryStoreKeyError
-from memorybook.store.messages import one_line
 from memorybook.store.schema import POSTGRES
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
+from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError
 
 # How long a PostgreSQL call waits for a lock another session holds; a transaction of ours left
 # idle (a stuck client) is ended after twice that.
@@ -39,6 +38,8 @@ class PostgresMemoryStore(EncryptedStore):
     connection lost (the server restarted, or was unreachable for a while) is opened again at the
     next call.
     """
+
+    url_example = "postgresql://user@host:port/database"
 
     def __init__(
         self,
@@ -242,7 +243,7 @@ class PostgresDatabase(SqlDatabase):
 
     def _shown_error(self, error: Exception) -> str:
         """The error's text on one line, without the URL's password in any form."""
-        text = one_line(error)
+        text = " ".join(str(error).split())
         for secret in passwords_in(self._url):
             text = text.replace(secret, "***")
         return text

@@ -10,14 +10,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, resolve_key
-from memorybook.store.errors import MemoryStoreError
 from memorybook.store.key_file import KeyFile
 from memorybook.store.schema import SQLITE
-from memorybook.store.urls import STORE_URL_ENV
+from memorybook.store.urls import STORE_URL_ENV, sqlite_path
+from memorybook.store.validation import MemoryStoreError
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process's transaction
 
@@ -35,6 +36,12 @@ class SQLiteMemoryStore(EncryptedStore):
     ``key`` argument or ``$MEMORYBOOK_STORE_KEY``, the key is read from
     ``<path>.key`` -- created (mode 0600) for a new database, with a notice.
     """
+
+    url_example = "sqlite:///path/to/memories.sqlite3"
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLiteMemoryStore:
+        return cls(sqlite_path(url), **options)
 
     def __init__(
         self,

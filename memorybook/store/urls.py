@@ -6,8 +6,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-from memorybook.store.errors import MemoryStoreError
-from memorybook.store.messages import shown
+from memorybook.store.validation import MemoryStoreError, shown
 
 STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
 # A query parameter holding a password: libpq's password= and sslpassword= (of the client key).

@@ -1,15 +1,45 @@
-"""What a store accepts: customer and ticket ids, memories (shape, size, nesting), its limits."""
+"""What a store accepts: customer and ticket ids, memories (shape, size, nesting), its limits.
+
+Here too, below every other module of the store: the errors it raises, and `shown()`, a value as
+their messages show it.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 
-from memorybook.store.messages import shown
-
 MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answers, not attachments
 # Levels of dicts and lists in one memory: far below what Python decodes at any stack depth.
 MAX_MEMORY_NESTING = 100
+
+
+class MemoryStoreError(Exception):
+    """The memory store could not do what was asked; the message says what to do."""
+
+
+class MemoryStoreKeyError(MemoryStoreError):
+    """The encryption key is missing, malformed, or not the one the store was made with."""
+
+
+class MemoryNotFoundError(MemoryStoreError, KeyError):
+    """``forget()`` was asked for a ticket the customer has no memory of.
+
+    A `KeyError`, as the in-kernel memories raise, so code that forgets works with either.
+    """
+
+    def __str__(self) -> str:  # the message as given, not quoted as KeyError's would be
+        return str(self.args[0]) if self.args else ""
+
+
+class UnreadableMemory(Exception):
+    """A stored row whose memory cannot be read; the message says why."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A value for an error message: its repr, cut short so a huge id cannot flood the message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def check_limits(max_memories: object, timeout: object) -> None:

@@ -14,7 +14,7 @@ from memorybook.store import (
     MemoryStore,
     MemoryStoreError,
 )
-from tests.store.support import Backend, make_memory, ticket_ids
+from tests.helpers import Backend, make_memory, ticket_ids
 
 
 def test_recall_returns_saved_memories_byte_exact_and_in_order(store: MemoryStore) -> None:

@@ -15,24 +15,22 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MemoryStore, MemoryStoreError, SQLiteMemoryStore
-from tests.store.support import (
+from tests.helpers import (
     SUBPROCESS_TIMEOUT_SECONDS,
     Backend,
     finish,
     make_memory,
     new_key,
-    run_python,
+    start_python,
     ticket_ids,
 )
 
 OPEN_STORE_FROM_ARGS = """
     import json, os, sys, time
     from pathlib import Path
-    from memorybook.store import PostgresMemoryStore, SQLiteMemoryStore
+    from memorybook.store import open_store
 
-    backend, location = sys.argv[1], sys.argv[2]
-    store_class = SQLiteMemoryStore if backend == "sqlite" else PostgresMemoryStore
-    store = store_class(location, max_memories=int(os.environ.get("CAP", "50")))
+    store = open_store(sys.argv[1], max_memories=int(os.environ.get("CAP", "50")))
 """
 
 
@@ -41,7 +39,7 @@ def test_memories_persist_across_processes(backend: Backend) -> None:
     saved_here = make_memory("C-1042", "T-parent")
     with backend.open() as store:
         store.save("C-1042", saved_here)
-    child = run_python(
+    child = start_python(
         OPEN_STORE_FROM_ARGS
         + """
     print(json.dumps(store.recall("C-1042")))
@@ -50,9 +48,8 @@ def test_memories_persist_across_processes(backend: Backend) -> None:
     store.save("C-1042", memory)
     store.close()
     """,
-        backend.name,
-        backend.location,
-        env=env,
+        backend.url,
+        **env,
     )
     assert finish(child).strip() == json.dumps([saved_here])
     with backend.open() as store:
@@ -66,7 +63,7 @@ WRITES_PER_PROCESS = 100
 CONCURRENT_WRITER = (
     OPEN_STORE_FROM_ARGS
     + """
-    name, go_file = sys.argv[3], Path(sys.argv[4])
+    name, go_file = sys.argv[2], Path(sys.argv[3])
     Path(f"{go_file}.{name}.ready").touch()
     deadline = time.monotonic() + 60
     while not go_file.exists() and time.monotonic() < deadline:
@@ -94,7 +91,7 @@ def save_from_two_processes_at_once(
     go_file = tmp_path / "go"
     env = {"MEMORYBOOK_STORE_KEY": backend.key, "CAP": str(cap), "WRITES": str(WRITES_PER_PROCESS)}
     writers = [
-        run_python(CONCURRENT_WRITER, backend.name, backend.location, name, str(go_file), env=env)
+        start_python(CONCURRENT_WRITER, backend.url, name, str(go_file), **env)
         for name in ("A", "B")
     ]
     deadline = time.monotonic() + SUBPROCESS_TIMEOUT_SECONDS

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from memorybook.store import MemoryStoreError, MemoryStoreKeyError, open_store
-from tests.store.support import Backend, make_memory, new_key, ticket_ids
+from tests.helpers import Backend, make_memory, new_key, ticket_ids
 
 # Distinctive strings that must never reach the disk in plaintext.
 SECRET_CUSTOMER_ID = "C-PLAINTEXT-7731"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MemoryStoreKeyError, SQLiteMemoryStore
-from tests.store.support import make_memory, new_key, ticket_ids
+from tests.helpers import make_memory, new_key, ticket_ids
 
 
 def test_local_key_file_is_created_with_notice_and_reused(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MemoryStoreError, SQLiteMemoryStore, open_store
-from tests.store.support import Backend, make_memory, new_key, ticket_ids
+from tests.helpers import Backend, make_memory, new_key, ticket_ids
 
 
 def test_open_store_opens_backend_url(backend: Backend) -> None:
@@ -40,8 +40,11 @@ def test_store_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_unsupported_url_is_a_clear_error() -> None:
-    with pytest.raises(MemoryStoreError, match="Unsupported memory store URL"):
+    with pytest.raises(MemoryStoreError, match="Unsupported memory store URL") as raised:
         open_store("mysql://root:hunter2@db/memories", key=new_key())
+    assert "use sqlite:///path/to/memories.sqlite3 or postgresql://user@host:port/database " in (
+        str(raised.value))
+    assert "hunter2" not in str(raised.value)
 
 
 def test_open_store_takes_a_cap(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MemoryStoreError, PostgresMemoryStore
-from tests.helpers import REPO_ROOT
-from tests.store.support import (
+from tests.helpers import (
+    REPO_ROOT,
     SUBPROCESS_TIMEOUT_SECONDS,
     make_memory,
     new_key,

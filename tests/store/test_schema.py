@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from tests.store.support import Backend
+from tests.helpers import Backend
 
 SQLITE_SCHEMA = [  # sqlite_master: type, name, SQL
     (

@@ -12,8 +12,7 @@ import pytest
 
 from memorybook.store import MemoryStoreError, SQLiteMemoryStore
 from memorybook.store.sqlite import explain_sqlite_error
-from tests.helpers import small_tmpfs as mounted_tmpfs
-from tests.store.support import finish, make_memory, new_key, run_python
+from tests.helpers import finish, make_memory, new_key, small_tmpfs, start_python
 
 
 def test_forgotten_ciphertext_is_not_left_in_sqlite_file(tmp_path: Path) -> None:
@@ -81,17 +80,10 @@ def test_a_full_or_read_only_disk_never_advises_moving_the_file(
     assert "move it aside" not in advice
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 64 KiB tmpfs (a store fills it)."""
-    with mounted_tmpfs(tmp_path, "64k") as tmpfs:
-        yield tmpfs
-
-
 FILL_THE_DISK = """
     import os, sys
     from memorybook.store import MemoryStoreError, SQLiteMemoryStore
-    from tests.store.support import make_memory, new_key
+    from tests.helpers import make_memory, new_key
 
     with SQLiteMemoryStore(sys.argv[1], key=new_key()) as store:
         try:
@@ -102,10 +94,12 @@ FILL_THE_DISK = """
 """
 
 
-def test_a_really_full_disk_is_explained_without_blaming_the_file(small_tmpfs) -> None:
-    # In the tmpfs's namespace: SQLite resolves the path it is given, which loses the namespace.
-    database = small_tmpfs.mount_point / "memories.sqlite3"
-    printed = finish(run_python(FILL_THE_DISK, str(database), within=small_tmpfs.enter))
+def test_a_really_full_disk_is_explained_without_blaming_the_file(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path, "64k") as tmpfs:  # a store fills it
+        # In the tmpfs's namespace: SQLite resolves the path it is given, which loses the
+        # namespace.
+        database = tmpfs.mount_point / "memories.sqlite3"
+        printed = finish(start_python(FILL_THE_DISK, str(database), within=tmpfs.enter))
     assert "disk is full" in printed and "The file itself is fine" in printed
     assert "move it aside" not in printed
 
@@ -138,7 +132,7 @@ def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(
     monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)  # the key file is raced for too
     processes, rounds = 8, 20
     openers = [
-        run_python(FIRST_OPENS, str(tmp_path), str(n), str(processes), str(rounds))
+        start_python(FIRST_OPENS, str(tmp_path), str(n), str(processes), str(rounds))
         for n in range(processes)
     ]
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memorybook.store import MemoryStoreError, open_store
-from tests.store.support import new_key
+from tests.helpers import new_key
 
 
 @pytest.mark.parametrize(

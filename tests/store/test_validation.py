@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.store import MAX_MEMORY_BYTES, MemoryStore, MemoryStoreError, SQLiteMemoryStore
-from tests.helpers import REPO_ROOT
-from tests.store.support import Backend, make_memory, nested, new_key
+from tests.helpers import REPO_ROOT, Backend, make_memory, nested, new_key, sweep_nesting_depths
 
 
 def test_memory_for_another_customer_is_rejected(store: MemoryStore) -> None:
@@ -114,34 +113,6 @@ def at_stack_depth(frames: int, call):
     return at_stack_depth(frames - 1, call)
 
 
-def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
-    """Save memories nested 1..deepest levels; each accepted one must recall, evict and forget.
-
-    The store caps the customer at one memory, so each save evicts the memory accepted before,
-    unless that one was forgotten (every tenth). Returns the depths that were accepted.
-    """
-    accepted: list[int] = []
-    previous = None
-    for depth in range(1, deepest + 1):
-        memory = make_memory("C-1042", f"T-{depth}")
-        memory["jev_answered"]["deep"] = nested(depth)
-        try:
-            evicted = store.save("C-1042", memory)
-        except ValueError as error:
-            assert "nested" in str(error), error
-            continue
-        accepted.append(depth)
-        assert evicted == ([] if previous is None else [previous])
-        assert store.recall("C-1042") == [memory]
-        if depth % 10 == 0:
-            assert store.forget("C-1042", f"T-{depth}") == [memory]
-            previous = None
-        else:
-            previous = memory
-    assert store.forget_customer("C-1042") == ([] if previous is None else [previous])
-    return accepted
-
-
 def test_every_nesting_depth_is_refused_or_fully_usable_whatever_the_callers_stack(
     backend: Backend,
 ) -> None:
@@ -154,8 +125,7 @@ def test_every_nesting_depth_is_refused_or_fully_usable_whatever_the_callers_sta
 
 IN_A_KERNEL = """
 from memorybook.store import SQLiteMemoryStore
-from tests.store.support import new_key
-from tests.store.test_validation import sweep_nesting_depths
+from tests.helpers import new_key, sweep_nesting_depths
 
 with SQLiteMemoryStore({path!r}, key=new_key(), max_memories=1) as store:
     accepted = sweep_nesting_depths(store, 2000)
