@@ -20,7 +20,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from memorybook.config import RECORDING_PATH
-from tests.helpers import COMMITTED_RECORDING, NOTEBOOKS, REPO_ROOT
+from tests.helpers import COMMITTED_RECORDING, NOTEBOOKS, REPO_ROOT, notebook, stdout_text
 from tools.export import pattern_script
 from tools.loopback_server import LoopbackSystemOne
 
@@ -130,6 +130,13 @@ def test_with_a_key_each_answer_is_kept_in_a_cache_the_app_did_not_have(tmp_path
     assert sent_after == sent_live, "the second run replayed what the first one paid for"
     saved = json.loads((folder / "json_cache" / "json_cache.json").read_text(encoding="utf-8"))
     assert len(saved) == 2 and "sk-app" not in json.dumps(saved)
+
+
+def test_the_readmes_sample_output_is_what_notebook_1_prints():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    sample = readme.split("```text\n", 1)[1].split("```", 1)[0]
+    printed = stdout_text(notebook("01"))
+    assert sample.strip() and all(line in printed for line in sample.splitlines())
 
 
 def test_code_lines_in_the_notebooks_fit_in_88_characters():
