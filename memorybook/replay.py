@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import httpx2
 from cooksafe import make_playground_link
-from typesafe_sdk import TypeSafeError
 
 from memorybook.config import (
     API_KEY_ENV,
@@ -24,7 +23,6 @@ from memorybook.config import (
     recording_path,
     shown_path,
 )
-from memorybook.live import LiveCallFailed, describe_api_failure
 from memorybook.recording import (
     RecordingError,
     cache_key,
@@ -218,26 +216,3 @@ def how_to_record(reason: str) -> str:
 def _short(value) -> str:
     text = json.dumps(value, ensure_ascii=False) if value is not _ABSENT else "absent"
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def explain_failures_in_notebooks() -> None:
-    """In IPython, show a miss or a failed live call as its message alone, without a traceback.
-
-    The message is published as the cell's error, so JupyterLab, `jupyter nbconvert --execute`,
-    `make run` and `pytest --nbval` all show the same plain text, playground link included. The
-    cell still fails, so Run All stops there; the recording is never changed by either.
-    """
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None:
-        return
-
-    def show_message_only(shell, exc_type, error, traceback, tb_offset=None):
-        if isinstance(error, TypeSafeError):
-            error = LiveCallFailed(describe_api_failure(error))
-        shell.showtraceback((type(error), error, None), exception_only=True)
-
-    shell.set_custom_exc((RecordingError, TypeSafeError), show_message_only)
