@@ -274,8 +274,8 @@ def main(argv: list[str] | None = None) -> None:
     args = vars(parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     with LoopbackSystemOne(args.pop("recording"), **args) as server:
-        print(server.base_url, flush=True)
-        try:
+        try:  # Ctrl-C may come as soon as the address is out
+            print(server.base_url, flush=True)
             server.wait()
         except KeyboardInterrupt:
             pass
