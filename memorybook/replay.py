@@ -196,11 +196,10 @@ def read_threshold_from(reader: Callable[[], object]) -> None:
 
 
 def threshold_in_use() -> float | None:
-    """REMEMBER_AT as the gate reads it: from the latest reader registered, else from notebook
-    1's module if it is imported; None where it cannot be known."""
-    if _THRESHOLD_READERS:
-        value = _THRESHOLD_READERS[-1]()
-    else:
+    """REMEMBER_AT as the gate reads it: from the latest reader registered, else (or when it
+    returns None) from notebook 1's module if it is imported; None where it cannot be known."""
+    value = _THRESHOLD_READERS[-1]() if _THRESHOLD_READERS else None
+    if value is None:
         value = getattr(sys.modules.get("memorybook.memory_system"), "REMEMBER_AT", None)
     return value if isinstance(value, int | float) else None
 

@@ -29,7 +29,7 @@ from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key
 from memorybook.replay import explain_miss, read_threshold_from
 
-NOTEBOOK_ONE_MODULE = "memorybook.memory_system"
+NOTEBOOK_1_MODULE = "memorybook.memory_system"
 NOTEBOOK_1_CACHE = Path("json_cache/json_cache.json")  # beside the notebooks, as notebook 1 has it
 
 
@@ -118,13 +118,10 @@ def damaged_recording(shell, frames: list) -> RecordingError | None:
 
 
 def threshold_the_gate_reads(shell):
-    """REMEMBER_AT where the gate in this kernel reads it: this notebook's own (notebook 1) or
-    that of notebook 1's module."""
+    """REMEMBER_AT where the gate this kernel holds reads it (notebook 1's own cells, or its
+    module); None without a gate, and replay then reads the module's."""
     gate = shell.user_ns.get("worth_keeping")
-    if callable(gate) and "REMEMBER_AT" in getattr(gate, "__globals__", {}):
-        return gate.__globals__["REMEMBER_AT"]
-    module = sys.modules.get(NOTEBOOK_ONE_MODULE)
-    return getattr(module, "REMEMBER_AT", None)
+    return getattr(gate, "__globals__", {}).get("REMEMBER_AT") if callable(gate) else None
 
 
 class RefuseSettingsWithoutEffect(ast.NodeTransformer):
@@ -135,7 +132,7 @@ class RefuseSettingsWithoutEffect(ast.NodeTransformer):
         self.shell = shell
 
     def visit_Module(self, node: ast.Module) -> ast.Module:
-        module = sys.modules.get(NOTEBOOK_ONE_MODULE)
+        module = sys.modules.get(NOTEBOOK_1_MODULE)
         own_gate = getattr(self.shell.user_ns.get("worth_keeping"), "__module__", None)
         if module is None or own_gate == "__main__":
             return node
@@ -147,8 +144,8 @@ class RefuseSettingsWithoutEffect(ast.NodeTransformer):
         name = assigned[0]
         message = (
             f"{name} here would change nothing: this notebook uses notebook 1's code from "
-            f"{NOTEBOOK_ONE_MODULE}, which reads its own {name}. Set it there instead: "
-            f"`import {NOTEBOOK_ONE_MODULE}` and `{NOTEBOOK_ONE_MODULE}.{name} = ...`, or edit "
+            f"{NOTEBOOK_1_MODULE}, which reads its own {name}. Set it there instead: "
+            f"`import {NOTEBOOK_1_MODULE}` and `{NOTEBOOK_1_MODULE}.{name} = ...`, or edit "
             f"notebook 1's settings cell and run notebook 1. Nothing in this cell was run.")
         raise_it = ast.parse(
             f"raise __import__({__name__!r}, fromlist=['_']).SettingHasNoEffectError({message!r})")

@@ -12,10 +12,13 @@ from memorybook.store import MemoryStoreKeyError, SQLiteMemoryStore
 from tests.helpers import make_memory, new_key, ticket_ids
 
 
-def test_local_key_file_is_created_with_notice_and_reused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(autouse=True)
+def no_key_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every store here is given no key, so its key file is what the test is about."""
     monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+
+
+def test_local_key_file_is_created_with_notice_and_reused(tmp_path: Path) -> None:
     path = tmp_path / "memories.sqlite3"
     key_path = tmp_path / "memories.sqlite3.key"
     with SQLiteMemoryStore(path) as store:
@@ -38,10 +41,7 @@ def test_local_key_file_is_created_with_notice_and_reused(
     ]
 
 
-def test_missing_key_file_for_existing_database_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+def test_missing_key_file_for_existing_database_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "memories.sqlite3"
     with SQLiteMemoryStore(path) as store:
         store.save("C-1042", make_memory("C-1042", "T-1"))
@@ -53,9 +53,8 @@ def test_missing_key_file_for_existing_database_is_a_clear_error(
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o666])
 def test_a_key_file_others_can_read_or_write_is_refused_until_made_private(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+    tmp_path: Path, mode: int
 ) -> None:
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
     path = tmp_path / "memories.sqlite3"
     with SQLiteMemoryStore(path) as store:
         store.save("C-1042", make_memory("C-1042", "T-1"))
@@ -73,7 +72,6 @@ def test_a_key_file_others_can_read_or_write_is_refused_until_made_private(
 def test_a_key_file_planted_by_another_user_beside_a_new_store_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
     path = tmp_path / "memories.sqlite3"
     planted = path.with_name(path.name + ".key")
     planted.write_text(new_key() + "\n")
@@ -87,10 +85,7 @@ def test_a_key_file_planted_by_another_user_beside_a_new_store_is_refused(
     assert str(planted) in str(raised.value)
 
 
-def test_a_new_key_file_never_follows_links_planted_where_it_is_made(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+def test_a_new_key_file_never_follows_links_planted_where_it_is_made(tmp_path: Path) -> None:
     path = tmp_path / "memories.sqlite3"
     victim = tmp_path / "someone-elses-file"
     victim.write_bytes(b"")
@@ -113,9 +108,8 @@ def test_a_new_key_file_never_follows_links_planted_where_it_is_made(
 
 
 def test_a_link_planted_as_the_key_file_of_a_new_store_is_refused_and_left_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
     path = tmp_path / "memories.sqlite3"
     key_path = path.with_name(path.name + ".key")
     elsewhere = tmp_path / "not-there-yet"
@@ -131,7 +125,6 @@ def test_where_files_have_no_owner_or_mode_bits_the_key_file_is_read_as_it_is(
     """Windows: no owner ids or group and other mode bits to check (the README says so)."""
     from memorybook.store import key_file
 
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
     path = tmp_path / "memories.sqlite3"
     with SQLiteMemoryStore(path) as store:
         store.save("C-1042", make_memory("C-1042", "T-1"))
@@ -148,7 +141,6 @@ def test_a_folder_without_hard_links_gets_its_key_file_made_exclusively(
     def no_hard_links(*args, **kwargs):
         raise OSError(1, "Operation not permitted")
 
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
     monkeypatch.setattr(os, "link", no_hard_links)
     path = tmp_path / "memories.sqlite3"
     with SQLiteMemoryStore(path) as store:
