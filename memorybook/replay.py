@@ -183,7 +183,7 @@ def _why_memories_differ(earlier: RecordingMissError | None) -> str:
 
 # Where the gate's threshold in use is read, registered by the collection's notebook kernels
 # (dev/memorybook_dev/collection_kernel.py); the latest registration counts.
-_THRESHOLD_READERS: list[Callable[[], object]] = []
+THRESHOLD_READERS: list[Callable[[], object]] = []
 
 
 def read_threshold_from(reader: Callable[[], object]) -> None:
@@ -192,13 +192,13 @@ def read_threshold_from(reader: Callable[[], object]) -> None:
     The reader is called when a miss is explained, so a value changed later (in notebook 1, or
     on `memorybook.memory_system`) is the one named.
     """
-    _THRESHOLD_READERS.append(reader)
+    THRESHOLD_READERS.append(reader)
 
 
 def threshold_in_use() -> float | None:
     """REMEMBER_AT as the gate reads it: from the latest reader registered, else (or when it
     returns None) from notebook 1's module if it is imported; None where it cannot be known."""
-    value = _THRESHOLD_READERS[-1]() if _THRESHOLD_READERS else None
+    value = THRESHOLD_READERS[-1]() if THRESHOLD_READERS else None
     if value is None:
         value = getattr(sys.modules.get("memorybook.memory_system"), "REMEMBER_AT", None)
     return value if isinstance(value, int | float) else None

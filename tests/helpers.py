@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -78,15 +80,42 @@ def decode(link: str) -> tuple[dict, dict, dict]:
 
 
 # One live call of notebook 1's ask(), printing the failure's explanation if it fails.
-ONE_LIVE_CALL = textwrap.dedent("""
+def fresh_memory_system(monkeypatch, **env: str) -> ModuleType:
+    """Notebook 1's module loaded anew in this process, as a fresh interpreter would have it,
+    with `env` set, for the test's length.
+
+    The copy is what `import memorybook.memory_system` gives until the test ends: its memories,
+    client and cache are its own (made at its first call, from `env`), and the misses and
+    threshold readers replay.py has met start empty. Every other test's are left untouched.
+    """
+    import memorybook
+    from memorybook import replay
+
+    for name in ("TYPESAFE_API_KEY", "MEMORYBOOK_USAGE_LOG", "CI", "MEMORYBOOK_RECORDING"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(replay, "MISSES_SO_FAR", [])
+    monkeypatch.setattr(replay, "THRESHOLD_READERS", [])
+    spec = importlib.util.find_spec("memorybook.memory_system")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    monkeypatch.setattr(memorybook, "memory_system", module, raising=False)
+    spec.loader.exec_module(module)
+    return module
+
+
+def one_live_call(memory_system: ModuleType) -> str:
+    """Route ticket T-201 through `memory_system`; what a failure of the API says, else ""."""
     from typesafe_sdk import TypeSafeError
+
     from memorybook.live import describe_api_failure
-    from memorybook.memory_system import ROUTE, ask, later_state
+
     try:
-        ask(later_state("C-1042", 0), ROUTE)
+        memory_system.ask(memory_system.later_state("C-1042", 0), memory_system.ROUTE)
     except TypeSafeError as error:
-        print(describe_api_failure(error))
-""")
+        return describe_api_failure(error)
+    return ""
 
 
 SUBPROCESS_TIMEOUT_SECONDS = 120

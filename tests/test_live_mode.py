@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -24,11 +24,11 @@ from memorybook.recording import RecordingError, open_recording
 from tests import helpers
 from tests.helpers import (
     COMMITTED_RECORDING,
-    ONE_LIVE_CALL,
     RECORD,
     REPO_ROOT,
+    fresh_memory_system,
+    one_live_call,
     record_arguments,
-    run_python,
 )
 from tools.loopback_server import LoopbackSystemOne, closed_port
 from tools.record.run import OWN_RECORDING
@@ -40,6 +40,13 @@ COMMITTED_TEXT = COMMITTED_RECORDING.decode("utf-8")
 def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
     """The environment of a live run against the loopback server, recording into `recording`."""
     return helpers.live_env(base_url, recording.parent, CANARY_KEY, recording, **extra)
+
+
+def live_memory_system(monkeypatch, base_url: str, recording: Path, **extra: str):
+    """Notebook 1's module, fresh in this process, live against `base_url`, into `recording`."""
+    return fresh_memory_system(monkeypatch, TYPESAFE_API_KEY=CANARY_KEY,
+                               TYPESAFE_ENDPOINT=base_url, MEMORYBOOK_LIVE_IN_CI="1",
+                               MEMORYBOOK_RECORDING=str(recording), **extra)
 
 
 def record_command(tmp_path: Path, calls_only: bool) -> list[str]:
@@ -84,14 +91,16 @@ def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path)
     assert CANARY_KEY not in result.stdout + result.stderr
 
 
-def test_the_dry_run_lists_every_call_and_its_cost_without_a_key(tmp_path):
-    result = run_python("from tools.record.cli import main; main(['--dry-run', '--output', "
-                        f"'{tmp_path / 'new.json'}'])")
-    assert result.returncode == 0, result.stderr
-    assert "would send 31 of the collection's 31 calls to jev-1.14.0" in result.stdout
-    assert "route T-201 with memories: T-101, T-105" not in result.stdout  # ids are space-joined
-    assert "route T-201 with memories: T-101 T-105" in result.stdout
-    assert "Estimated input: 21,456 tokens, $0.0009 at $42 per billion" in result.stdout
+def test_the_dry_run_lists_every_call_and_its_cost_without_a_key(tmp_path, monkeypatch, capsys):
+    from tools.record.cli import main
+
+    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
+    assert main(["--dry-run", "--output", str(tmp_path / "new.json")]) in (0, None)
+    printed = capsys.readouterr().out
+    assert "would send 31 of the collection's 31 calls to jev-1.14.0" in printed
+    assert "route T-201 with memories: T-101, T-105" not in printed  # ids are space-joined
+    assert "route T-201 with memories: T-101 T-105" in printed
+    assert "Estimated input: 21,456 tokens, $0.0009 at $42 per billion" in printed
     assert not (tmp_path / "new.json").exists()
 
 
@@ -109,7 +118,8 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("failure", FAILURES)
-def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
+def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path, monkeypatch,
+                                                           capfd):
     """Each failure gets its sentence, retried as the SDK's policy says; an error answer that
     repeats the request's headers, key included, never shows the key."""
     recording = tmp_path / "new.json"
@@ -119,33 +129,31 @@ def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path):
         base_url = refusing_url if failure == "refused" else server.base_url
         # A hang ends with the whole call's time; the others are over well within theirs.
         seconds = "0.5" if failure == "hang" else "5"
-        env = live_env(base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS=seconds)
-        result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT, env=env,
-                                capture_output=True, text=True, timeout=120)
+        memory_system = live_memory_system(monkeypatch, base_url, recording,
+                                           MEMORYBOOK_TIMEOUT_SECONDS=seconds)
+        explained = one_live_call(memory_system)
         attempts = len(server.requests)
         sent_keys = [request["headers"].get("authorization") for request in server.requests]
-    assert result.returncode == 0, result.stderr
     assert all(CANARY_KEY in sent for sent in sent_keys), "the key was sent with every attempt"
-    assert FAILURES[failure] in result.stdout
-    assert "Nothing was recorded for this call." in result.stdout
+    assert FAILURES[failure] in explained
+    assert "Nothing was recorded for this call." in explained
     assert not recording.exists()
     not_retried = {"bad_request": 1, "unprocessable": 1, "unauthorized": 1, "malformed": 1,
                    "garbage": 1, "refused": 0, "hang": 1}
     expected_attempts = not_retried.get(failure, 3)
     assert attempts == expected_attempts, "the SDK's retry policy and the call's time decide"
-    assert CANARY_KEY not in result.stdout + result.stderr
+    printed = capfd.readouterr()
+    assert CANARY_KEY not in explained + printed.out + printed.err
     if failure in ("bad_request", "unprocessable"):  # their message carries the echoed body
-        assert "'authorization': '[redacted]'" in result.stdout
+        assert "'authorization': '[redacted]'" in explained
 
 
-def test_a_rate_limit_the_sdk_rides_out_is_recorded_normally(tmp_path):
+def test_a_rate_limit_the_sdk_rides_out_is_recorded_normally(tmp_path, monkeypatch):
     recording = tmp_path / "new.json"
     with LoopbackSystemOne(RECORDING_PATH, failure="rate_limit", failure_count=1,
                            retry_after_ms=50) as server:
-        result = subprocess.run([sys.executable, "-c", ONE_LIVE_CALL], cwd=REPO_ROOT,
-                                env=live_env(server.base_url, recording),
-                                capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
+        explained = one_live_call(live_memory_system(monkeypatch, server.base_url, recording))
+    assert explained == ""
     assert set(json.loads(recording.read_text())) <= set(json.loads(COMMITTED_TEXT))
 
 
@@ -236,17 +244,23 @@ def test_answers_from_another_model_version_are_reported(tmp_path):
     assert models == {"jev-1.15.0"}
 
 
-def test_recording_refuses_to_write_over_the_committed_file():
-    result = run_python("from tools.record.cli import main; main(['--output', "
-                        f"'{RECORDING_PATH}'])")
-    assert result.returncode != 0 and "--accept" in result.stderr
+def test_recording_refuses_to_write_over_the_committed_file(capsys):
+    from tools.record.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--output", str(RECORDING_PATH)])
+    assert stopped.value.code != 0 and "--accept" in capsys.readouterr().err
     assert RECORDING_PATH.read_text(encoding="utf-8") == COMMITTED_TEXT
 
 
-def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path):
-    result = run_python("from tools.record.cli import main; raise SystemExit(main(['--output', "
-                        f"'{tmp_path / 'new.json'}']))", CI="true", TYPESAFE_API_KEY="sk-x")
-    assert result.returncode == 2 and "CI is set. Nothing was sent." in result.stderr
+def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path, monkeypatch, capsys):
+    from tools.record.cli import main
+
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("TYPESAFE_API_KEY", "sk-x")
+    monkeypatch.delenv("MEMORYBOOK_LIVE_IN_CI", raising=False)
+    assert main(["--output", str(tmp_path / "new.json")]) == 2
+    assert "CI is set. Nothing was sent." in capsys.readouterr().err
 
 
 def accepting(tmp_path: Path, new: dict, indent: int = 2) -> tuple[int, Path, Path]:
@@ -359,12 +373,14 @@ def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, c
     assert not (tmp_path / "new.json").exists()
 
 
-TIMED_CALL = textwrap.dedent("""
-    import socket
-    import time
+def timed_call(monkeypatch, base_url: str, recording: Path,
+               **extra: str) -> tuple[str, float, int]:
+    """One live call through notebook 1's client: what it said, its seconds, its connections.
 
+    No connection may leave this machine: one to another address is refused before it is made.
+    """
     attempts = []
-
+    real_connect = socket.socket.connect
 
     def nothing_leaves_this_machine(sock, address):
         attempts.append(address)
@@ -372,34 +388,14 @@ TIMED_CALL = textwrap.dedent("""
             raise ConnectionRefusedError("the test lets no connection leave this machine")
         return real_connect(sock, address)
 
-
-    real_connect = socket.socket.connect
-    socket.socket.connect = nothing_leaves_this_machine
-
-    from typesafe_sdk import TypeSafeError
-    from memorybook.live import describe_api_failure
-    from memorybook.memory_system import ROUTE, ask, later_state
-
+    memory_system = live_memory_system(monkeypatch, base_url, recording, **extra)
+    monkeypatch.setattr(socket.socket, "connect", nothing_leaves_this_machine)
     started = time.monotonic()
-    try:
-        ask(later_state("C-1042", 0), ROUTE)
-    except TypeSafeError as error:
-        print(describe_api_failure(error))
-    print(f"call took {time.monotonic() - started:.2f} s")
-    print(f"connections attempted: {len(attempts)}")
-""")
-
-
-def timed_call(base_url: str, recording: Path, **extra: str) -> tuple[str, float, int]:
-    """One live call through notebook 1's client: what it printed, its seconds, its connections."""
-    result = subprocess.run([sys.executable, "-c", TIMED_CALL], cwd=REPO_ROOT, timeout=120,
-                            env=live_env(base_url, recording, **extra),
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert CANARY_KEY not in result.stdout + result.stderr
-    seconds = float(re.search(r"call took ([\d.]+) s", result.stdout).group(1))
-    connections = int(re.search(r"connections attempted: (\d+)", result.stdout).group(1))
-    return result.stdout, seconds, connections
+    explained = one_live_call(memory_system)
+    took = time.monotonic() - started
+    monkeypatch.setattr(socket.socket, "connect", real_connect)
+    assert CANARY_KEY not in explained
+    return explained, took, len(attempts)
 
 
 @pytest.mark.parametrize("failure, server_options, explained", [
@@ -414,12 +410,12 @@ def timed_call(base_url: str, recording: Path, **extra: str) -> tuple[str, float
     pytest.param("rate_limit", {"retry_after_ms": 20_000}, "no answer from {} within 1 s",
                  id="asked to wait 20 s"),
 ])
-def test_a_live_call_ends_within_its_time_retries_and_waits_included(tmp_path, failure,
-                                                                     server_options, explained):
+def test_a_live_call_ends_within_its_time_retries_and_waits_included(
+        tmp_path, monkeypatch, failure, server_options, explained):
     seconds = 1
     with LoopbackSystemOne(RECORDING_PATH, failure=failure, max_seconds=30,
                            **server_options) as server:
-        printed, took, _ = timed_call(server.base_url, tmp_path / "new.json",
+        printed, took, _ = timed_call(monkeypatch, server.base_url, tmp_path / "new.json",
                                       MEMORYBOOK_TIMEOUT_SECONDS=str(seconds))
     assert took <= seconds + 1, printed  # a margin of 1 s for a loaded machine
     endings = explained if isinstance(explained, tuple) else (explained,)
@@ -441,16 +437,17 @@ def test_make_record_calls_stops_within_its_time_on_a_trickling_endpoint(tmp_pat
 
 
 @pytest.mark.parametrize("endpoint", ["http://user:pw-9f2c@192.0.2.10:8080", "http://[2001:db8::10]"])
-def test_the_key_never_goes_over_plain_http_to_another_machine(tmp_path, endpoint):
-    printed, _, connections = timed_call(endpoint, tmp_path / "new.json")
+def test_the_key_never_goes_over_plain_http_to_another_machine(tmp_path, monkeypatch, endpoint):
+    printed, _, connections = timed_call(monkeypatch, endpoint, tmp_path / "new.json")
     assert connections == 0, "a connection was attempted"
     assert "refused to send the API key over plain http to http://" in printed
     assert "MEMORYBOOK_ALLOW_PLAIN_HTTP=1" in printed
     assert "pw-9f2c" not in printed
 
 
-def test_plain_http_to_another_machine_is_sent_only_when_allowed(tmp_path):
-    printed, _, connections = timed_call("http://192.0.2.10:8080", tmp_path / "new.json",
+def test_plain_http_to_another_machine_is_sent_only_when_allowed(tmp_path, monkeypatch):
+    printed, _, connections = timed_call(monkeypatch, "http://192.0.2.10:8080",
+                                         tmp_path / "new.json",
                                          MEMORYBOOK_ALLOW_PLAIN_HTTP="1")
     assert connections >= 1
     assert "could not connect to http://192.0.2.10:8080" in printed

@@ -1,7 +1,7 @@
 """The reader's path: inputs edited, the threshold tuned, calls that miss.
 
 Readers edit tickets and thresholds. Each test here does what such a reader does, in a real
-kernel or a fresh interpreter with no key, and checks what the reader then sees. Running a cell
+kernel or a fresh copy of notebook 1's module with no key, and checks what the reader then sees. Running a cell
 again and a second Run All are checked in nbval's own kernels (`--run-cells-again`, conftest.py).
 """
 
@@ -13,17 +13,27 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from typesafe_sdk import Choice
 
 from memorybook.config import RECORDING_PATH
 from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import memory_ids_in
-from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, decode, run_python
+from memorybook.replay import RecordingMissError
+from tests.helpers import (
+    NOTEBOOKS,
+    REPO_ROOT,
+    copy_of_the_collection,
+    decode,
+    fresh_memory_system,
+)
 
 EDITED_TEXT = "Dashboards have been really slow since yesterday."
 PLAYGROUND_LINK = re.compile(r"https://console\.typesafe\.ai/playground#share/[A-Za-z0-9+$-]+")
@@ -176,119 +186,96 @@ def test_a_threshold_assigned_where_it_would_change_nothing_is_refused_saying_wh
     assert len(error.traceback) <= 2, "the message alone, not a traceback"
 
 
-def test_setting_the_threshold_where_notebook_2_says_changes_what_the_wrapper_keeps():
-    keeps = textwrap.dedent("""
-        import memorybook.memory_system
-        {setting}
-        from memorybook.memory_system import ask_with_memory, describe_memories
-        from memorybook.memory_system import EARLIER, ROUTE
-        for state in EARLIER[:2]:  # T-101 (0.97) and T-102 (0.98): both first tickets
-            ask_with_memory(state, ROUTE)
-        print(describe_memories("C-1042"), "|", describe_memories("C-2210"))
-    """)
-    default = run_python(keeps.format(setting=""))
-    raised = run_python(keeps.format(setting="memorybook.memory_system.REMEMBER_AT = 0.975"))
-    assert default.returncode == 0 and raised.returncode == 0, default.stderr + raised.stderr
-    assert default.stdout.strip() == "T-101 | T-102"
-    assert raised.stdout.strip() == "none | T-102"
+def test_setting_the_threshold_where_notebook_2_says_changes_what_the_wrapper_keeps(
+        monkeypatch):
+    kept = {}
+    for remember_at in (None, 0.975):
+        notebook_1 = fresh_memory_system(monkeypatch)
+        if remember_at is not None:
+            notebook_1.REMEMBER_AT = remember_at  # as notebook 2 says: on the module
+        for state in notebook_1.EARLIER[:2]:  # T-101 (0.97) and T-102 (0.98): first tickets
+            notebook_1.ask_with_memory(state, notebook_1.ROUTE)
+        kept[remember_at] = [notebook_1.describe_memories(customer)
+                             for customer in ("C-1042", "C-2210")]
+    assert kept == {None: ["T-101", "T-102"], 0.975: ["none", "T-102"]}
 
 
-def miss_of(code: str, **env: str):
-    """Run code that must miss; return the RecordingMissError's parts as the reader gets them."""
-    result = run_python(textwrap.dedent("""
-        import json
-        from memorybook.replay import RecordingMissError
-        try:
-        {code}
-        except RecordingMissError as miss:
-            print(json.dumps({{"summary": miss.summary, "reasons": miss.reasons,
-                              "link": miss.link, "how_to_record": miss.how_to_record,
-                              "text": str(miss)}}))
-        else:
-            print(json.dumps(None))
-    """).format(code=textwrap.indent(textwrap.dedent(code), "    ")), **env)
-    assert result.returncode == 0, result.stderr
-    miss = json.loads(result.stdout.splitlines()[-1])
-    assert miss is not None, "the call was expected to miss"
-    return miss
+def miss_of(call: Callable[[], object]) -> RecordingMissError:
+    """What a call that must miss raises, as the reader gets it."""
+    with pytest.raises(RecordingMissError) as raised:
+        call()
+    return raised.value
 
 
-def test_a_kernel_holding_extra_memories_is_told_to_restart():
-    miss = miss_of("""
-        from memorybook.memory_system import ask_with_memory, remember_earlier_tickets, MEMORIES
-        from memorybook.memory_system import EARLIER, ROUTE, later_state
-        remember_earlier_tickets()
-        MEMORIES.save("C-1042", MEMORIES.recall("C-1042")[0])  # saved twice
-        ask_with_memory(later_state("C-1042", 0), ROUTE)
-    """)
-    assert "about ticket T-201" in miss["summary"]
-    assert "with the memories T-101, T-105, T-101" in miss["summary"]
-    assert miss["reasons"] == [
+def test_a_kernel_holding_extra_memories_is_told_to_restart(monkeypatch):
+    notebook_1 = fresh_memory_system(monkeypatch)
+    notebook_1.remember_earlier_tickets()
+    memories = notebook_1.MEMORIES
+    memories.save("C-1042", memories.recall("C-1042")[0])  # saved twice
+    miss = miss_of(lambda: notebook_1.ask_with_memory(notebook_1.later_state("C-1042", 0),
+                                                      notebook_1.ROUTE))
+    assert "about ticket T-201" in miss.summary
+    assert "with the memories T-101, T-105, T-101" in miss.summary
+    assert miss.reasons == [
         "Memories: this call carries T-101, T-105, T-101; the recorded one carried T-101, T-105."
         " This kernel holds other memories than the recorded run had at this point: restart the"
         " kernel and run the notebook from the top."]
-    state, questions, share = decode(miss["link"])
+    state, questions, share = decode(miss.link)
     assert memory_ids_in(state) == ["T-101", "T-105", "T-101"]
     assert list(questions) == ["team"] and share["selectedModels"] == [TYPESAFE_MODEL]
-    assert "TYPESAFE_API_KEY=... make lab" in miss["how_to_record"]
+    assert "TYPESAFE_API_KEY=... make lab" in miss.how_to_record
 
 
-def test_a_call_that_misses_because_an_earlier_one_did_names_that_one():
-    miss = miss_of("""
-        from memorybook.memory_system import ask_with_memory, remember_earlier_tickets
-        from memorybook.replay import RecordingMissError
-        from memorybook.memory_system import EARLIER, ROUTE, later_state
-        EARLIER[4]["ticket"]["messages"][0]["text"] += " (edited)"  # T-105, C-1042's contract
-        try:
-            remember_earlier_tickets()  # stops at T-105: C-1042 keeps T-101 only
-        except RecordingMissError:
-            pass
-        ask_with_memory(later_state("C-1042", 1), ROUTE)  # the upgrade, with T-101 alone
-    """)
-    assert "about ticket T-202" in miss["summary"]
-    memories, earlier = miss["reasons"]
+def test_a_call_that_misses_because_an_earlier_one_did_names_that_one(monkeypatch):
+    notebook_1 = fresh_memory_system(monkeypatch)
+    notebook_1.EARLIER[4]["ticket"]["messages"][0]["text"] += " (edited)"  # T-105, a contract
+    miss_of(notebook_1.remember_earlier_tickets)  # stops at T-105: C-1042 keeps T-101 only
+    miss = miss_of(lambda: notebook_1.ask_with_memory(  # the upgrade, with T-101 alone
+        notebook_1.later_state("C-1042", 1), notebook_1.ROUTE))
+    assert "about ticket T-202" in miss.summary
+    memories, earlier = miss.reasons
     assert memories.startswith("Memories: this call carries T-101;")
     assert "restart the kernel and run" not in memories and "will not help" in memories
     assert earlier.startswith("Earlier in this process another call missed: the question "
                               "'team' about ticket T-105")
 
 
-def test_a_raised_threshold_is_named_as_the_likely_cause():
-    miss = miss_of("""
-        import memorybook.memory_system
-        memorybook.memory_system.REMEMBER_AT = 0.975
-        from memorybook.memory_system import remember_earlier_tickets
-        remember_earlier_tickets()
-    """)
-    assert "about ticket T-103" in miss["summary"]
-    assert miss["reasons"][0].startswith(
+def test_a_raised_threshold_is_named_as_the_likely_cause(monkeypatch):
+    notebook_1 = fresh_memory_system(monkeypatch)
+    notebook_1.REMEMBER_AT = 0.975
+    miss = miss_of(notebook_1.remember_earlier_tickets)
+    assert "about ticket T-103" in miss.summary
+    assert miss.reasons[0].startswith(
         "Memories: this call carries none; the recorded one carried T-101. REMEMBER_AT is "
         "0.975 here and was 0.5 in the recorded run")
 
 
-def test_a_changed_question_is_named():
-    miss = miss_of("""
-        from typesafe_sdk import Choice
-        from memorybook.memory_system import ROUTE, ask, later_state
-        criteria = {**ROUTE["team"].criteria, "billing": "Billing and invoices"}
-        ask(later_state("C-1042", 0), {"team": Choice(instructions=ROUTE["team"].instructions,
-                                                      criteria=criteria)})
-    """)
-    assert miss["reasons"] == [
+def test_a_changed_question_is_named(monkeypatch):
+    notebook_1 = fresh_memory_system(monkeypatch)
+    route = notebook_1.ROUTE["team"]
+    criteria = {**route.criteria, "billing": "Billing and invoices"}
+    miss = miss_of(lambda: notebook_1.ask(
+        notebook_1.later_state("C-1042", 0),
+        {"team": Choice(instructions=route.instructions, criteria=criteria)}))
+    assert miss.reasons == [
         "The question differs from the recorded one at `questions.team.criteria.billing`. The "
         "recording only answers the questions exactly as the collection words them."]
 
 
-def test_a_call_like_no_recorded_one_says_so():
-    miss = miss_of("""
-        from memorybook.memory_system import ROUTE, ask, ticket_state
-        ask(ticket_state("C-2210", "T-999", "Hello", "A new ticket.", "2026-10-01"), ROUTE)
-    """)
-    assert miss["reasons"] == ["No recorded call asks 'team' about ticket T-999: this is a new "
-                               "call, which only Jev can answer."]
+def ask_about_a_new_ticket(notebook_1: ModuleType):
+    state = notebook_1.ticket_state("C-2210", "T-999", "Hello", "A new ticket.", "2026-10-01")
+    return notebook_1.ask(state, notebook_1.ROUTE)
 
 
-def test_a_recording_missing_one_of_the_collections_calls_says_how_to_restore_it(tmp_path):
+def test_a_call_like_no_recorded_one_says_so(monkeypatch):
+    notebook_1 = fresh_memory_system(monkeypatch)
+    miss = miss_of(lambda: ask_about_a_new_ticket(notebook_1))
+    assert miss.reasons == ["No recorded call asks 'team' about ticket T-999: this is a new "
+                            "call, which only Jev can answer."]
+
+
+def test_a_recording_missing_one_of_the_collections_calls_says_how_to_restore_it(
+        tmp_path, monkeypatch):
     entries = json.loads(RECORDING_PATH.read_text(encoding="utf-8"))
     plain_t201 = next(key for key, entry in entries.items()
                       if entry["answers"].get("team", {}).get("probabilities", {}).get(
@@ -296,20 +283,18 @@ def test_a_recording_missing_one_of_the_collections_calls_says_how_to_restore_it
     del entries[plain_t201]
     shortened = tmp_path / "json_cache.json"
     shortened.write_text(json.dumps(entries, indent=2), encoding="utf-8")
-    miss = miss_of("""
-        from memorybook.memory_system import ROUTE, ask, later_state
-        ask(later_state("C-1042", 0), ROUTE)
-    """, MEMORYBOOK_RECORDING=str(shortened))
-    assert miss["reasons"][0].startswith("The collection makes this call, but")
-    assert "lacks its answer" in miss["reasons"][0] and "make record" in miss["reasons"][0]
+    notebook_1 = fresh_memory_system(monkeypatch, MEMORYBOOK_RECORDING=str(shortened))
+    miss = miss_of(lambda: notebook_1.ask(notebook_1.later_state("C-1042", 0),
+                                          notebook_1.ROUTE))
+    assert miss.reasons[0].startswith("The collection makes this call, but")
+    assert "lacks its answer" in miss.reasons[0] and "make record" in miss.reasons[0]
     assert len(json.loads(shortened.read_text(encoding="utf-8"))) == 30, "nothing was written"
 
 
-def test_in_ci_with_a_key_the_miss_says_ci_never_records():
-    miss = miss_of("""
-        from memorybook.memory_system import ROUTE, ask, ticket_state
-        ask(ticket_state("C-2210", "T-999", "Hello", "A new ticket.", "2026-10-01"), ROUTE)
-    """, CI="true", TYPESAFE_API_KEY="sk-should-not-matter")
-    assert miss["how_to_record"].startswith("CI never calls the API")
-    assert "sk-should-not-matter" not in json.dumps(miss)
+def test_in_ci_with_a_key_the_miss_says_ci_never_records(monkeypatch):
+    notebook_1 = fresh_memory_system(monkeypatch, CI="true",
+                                     TYPESAFE_API_KEY="sk-should-not-matter")
+    miss = miss_of(lambda: ask_about_a_new_ticket(notebook_1))
+    assert miss.how_to_record.startswith("CI never calls the API")
+    assert "sk-should-not-matter" not in str(miss) + miss.link
 
