@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -10,8 +11,9 @@ import pytest
 
 from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
 from memorybook.memory_system import TYPESAFE_MODEL
-from memorybook.recording import leaf_values, read_recording
-from tests.helpers import REPO_ROOT, copy_of_the_collection, run_python
+from memorybook.recording import RecordingError, leaf_values, read_recording
+from memorybook.replay import RecordingMissError
+from tests.helpers import REPO_ROOT, copy_of_the_collection, fresh_memory_system
 
 ENTRIES = read_recording(RECORDING_PATH)
 PROVENANCE = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
@@ -89,31 +91,23 @@ def test_the_notebooks_read_every_entry_and_nothing_else(keys_read_by_notebooks)
     assert keys_read_by_notebooks - set(ENTRIES) == set(), "lookups the recording cannot answer"
 
 
-MISSING_CALL = """
-    import socket, time
-
-    def no_network(*args, **kwargs):
-        raise AssertionError("a socket was opened")
-
-    socket.socket.connect = socket.socket.connect_ex = socket.create_connection = no_network
-    from memorybook.memory_system import ROUTE, ask, later_state
-    from memorybook.replay import RecordingMissError
-
-    state = later_state("C-1042", 0)
-    state["ticket"]["subject"] = "Slow dashboards, again"
-    try:
-        ask(state, ROUTE)
-    except RecordingMissError as error:
-        print(error)
-"""
+def no_network(*args, **kwargs):
+    raise AssertionError("a socket was opened")
 
 
 @pytest.mark.parametrize("env", [{}, {"TYPESAFE_API_KEY": "sk-test", "CI": "true"}],
                          ids=["no key", "key but CI"])
-def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(env):
-    result = run_python(MISSING_CALL, **env)
-    assert result.returncode == 0, result.stderr
-    message = result.stdout
+def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
+        env, monkeypatch, capfd):
+    notebook_1 = fresh_memory_system(monkeypatch, **env)
+    for name in ("connect", "connect_ex"):
+        monkeypatch.setattr(socket.socket, name, no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    state = notebook_1.later_state("C-1042", 0)
+    state["ticket"]["subject"] = "Slow dashboards, again"
+    with pytest.raises(RecordingMissError) as raised:
+        notebook_1.ask(state, notebook_1.ROUTE)
+    message = str(raised.value)
     assert ("The recording notebooks/json_cache/json_cache.json has no answer to this call"
             in message)
     assert "about ticket T-201 ('Slow dashboards, again') of customer C-1042" in message
@@ -121,17 +115,17 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
     assert "https://console.typesafe.ai/playground#share/" in message
     how = "CI never calls the API" if env else "TYPESAFE_API_KEY=... make lab"
     assert how in message
-    assert "sk-test" not in message + result.stderr
+    printed = capfd.readouterr()
+    assert "sk-test" not in message + printed.out + printed.err
 
 
-def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path):
+def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path, monkeypatch):
     corrupt = tmp_path / "json_cache.json"
     corrupt.write_text('{"half an entry": ', encoding="utf-8")
-    imported = run_python("import memorybook.memory_system", MEMORYBOOK_RECORDING=str(corrupt))
-    assert imported.returncode == 0, "importing opens no file"
-    result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
-                        "ask(later_state('C-1042', 0), ROUTE)", MEMORYBOOK_RECORDING=str(corrupt))
-    assert result.returncode != 0
-    assert "RecordingError" in result.stderr and str(corrupt) in result.stderr
-    assert "git checkout" not in result.stderr  # git cannot restore a file outside the repository
+    notebook_1 = fresh_memory_system(monkeypatch, MEMORYBOOK_RECORDING=str(corrupt))
+    # Importing opened no file; the first call reads it.
+    with pytest.raises(RecordingError) as raised:
+        notebook_1.ask(notebook_1.later_state("C-1042", 0), notebook_1.ROUTE)
+    assert str(corrupt) in str(raised.value)
+    assert "git checkout" not in str(raised.value)  # git cannot restore a file outside the repo
     assert corrupt.read_text(encoding="utf-8") == '{"half an entry": '

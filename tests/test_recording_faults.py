@@ -38,7 +38,7 @@ from memorybook.recording import (
     open_recording,
     read_recording,
 )
-from tests.helpers import COMMITTED_RECORDING, copy_of_the_collection, run_python
+from tests.helpers import COMMITTED_RECORDING, copy_of_the_collection, fresh_memory_system
 
 COMMITTED_ENTRIES = json.loads(COMMITTED_RECORDING)
 STATE = {"customer": {"id": "C-1042", "company": "Acme Corp"},
@@ -160,35 +160,22 @@ def test_the_committed_recording_passes_every_check():
         assert recording.entry_shape_problem(entry) is None, key
 
 
-NOTEBOOK_ONE_CALL = """
-    from memorybook.memory_system import ROUTE, ask, later_state
-    answer = ask(later_state("C-1042", 0), ROUTE)
-    print("plain Jev ->", answer.answers["team"].choice)
-"""
-
-
-def test_a_damaged_committed_entry_stops_notebook_one(tmp_path):
-    result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
-                        "import json, sys\n"
-                        "from memorybook.recording import cache_key\n"
-                        "from memorybook.memory_system import TYPESAFE_MODEL\n"
-                        "q = {k: v.model_dump(mode='json', exclude_none=True) "
-                        "for k, v in ROUTE.items()}\n"
-                        "print(cache_key(TYPESAFE_MODEL, json.dumps(later_state('C-1042', 0)), "
-                        "json.dumps(q)))")
-    assert result.returncode == 0, result.stderr
-    key = result.stdout.strip()
+def test_a_damaged_committed_entry_stops_notebook_one(tmp_path, monkeypatch):
+    notebook_1 = fresh_memory_system(monkeypatch)
+    state = notebook_1.later_state("C-1042", 0)
+    key = cache_key(notebook_1.TYPESAFE_MODEL, *notebook_1.request_json(state, notebook_1.ROUTE))
     damaged = copy.deepcopy(COMMITTED_ENTRIES)
     damaged[key]["answers"]["team"]["choice"] = "pizza_team"
     damaged[key]["answers"]["team"]["probabilities"]["cloud_ops"] = 0.99
     path = tmp_path / "json_cache.json"
     path.write_text(json.dumps(damaged, indent=2), encoding="utf-8")
-    result = run_python(NOTEBOOK_ONE_CALL, MEMORYBOOK_RECORDING=str(path))
-    assert result.returncode != 0
-    assert "pizza_team" not in result.stdout
-    assert "RecordingError" in result.stderr and str(path) in result.stderr
-    assert "ticket T-201" in result.stderr and "customer C-1042" in result.stderr
-    assert "`answers.team.choice` is 'pizza_team'" in result.stderr
+    notebook_1 = fresh_memory_system(monkeypatch, MEMORYBOOK_RECORDING=str(path))
+    with pytest.raises(RecordingError) as raised:
+        notebook_1.ask(state, notebook_1.ROUTE)
+    message = str(raised.value)
+    assert str(path) in message
+    assert "ticket T-201" in message and "customer C-1042" in message
+    assert "`answers.team.choice` is 'pizza_team'" in message
 
 
 def test_answers_are_checked_whatever_the_function_is_called(tmp_path):
@@ -387,15 +374,15 @@ def test_a_good_timeout_setting_is_used(monkeypatch):
     assert timeout_seconds() == 120
 
 
-def test_a_bad_timeout_stops_the_first_live_call_with_a_clear_error(tmp_path):
+def test_a_bad_timeout_stops_the_first_live_call_with_a_clear_error(tmp_path, monkeypatch):
     empty = tmp_path / "json_cache.json"
     empty.write_text("{}", encoding="utf-8")
-    result = run_python("from memorybook.memory_system import ROUTE, ask, later_state\n"
-                        "ask(later_state('C-1042', 0), ROUTE)", TYPESAFE_API_KEY="sk-test",
-                        MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="abc",
-                        MEMORYBOOK_RECORDING=str(empty))
-    assert result.returncode != 0
-    assert "ConfigError: MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive number" in result.stderr
+    notebook_1 = fresh_memory_system(
+        monkeypatch, TYPESAFE_API_KEY="sk-test", MEMORYBOOK_LIVE_IN_CI="1",
+        MEMORYBOOK_TIMEOUT_SECONDS="abc", MEMORYBOOK_RECORDING=str(empty))
+    with pytest.raises(ConfigError, match="MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive "
+                                          "number"):
+        notebook_1.ask(notebook_1.later_state("C-1042", 0), notebook_1.ROUTE)
 
 
 def test_a_live_answer_that_fails_the_checks_is_not_recorded(tmp_path):
@@ -436,13 +423,11 @@ def test_git_checkout_is_never_suggested_for_a_file_git_does_not_track(name):
         RECORDING_PATH.with_name("provenance.json"))
 
 
-def test_a_blank_api_key_is_no_key():
-    result = run_python("""
-        from memorybook.memory_system import ROUTE, ask, later_state
-        print(ask(later_state("C-1042", 0), ROUTE).answers["team"].choice)
-    """, TYPESAFE_API_KEY="  ")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "cloud_ops" and result.stderr == ""
+def test_a_blank_api_key_is_no_key(monkeypatch, capfd):
+    notebook_1 = fresh_memory_system(monkeypatch, TYPESAFE_API_KEY="  ")
+    answer = notebook_1.ask(notebook_1.later_state("C-1042", 0), notebook_1.ROUTE)
+    assert answer.answers["team"].choice == "cloud_ops"
+    assert capfd.readouterr().err == ""
 
 
 def test_a_recording_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
