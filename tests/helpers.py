@@ -84,11 +84,10 @@ def fresh_memory_system(monkeypatch, **env: str) -> ModuleType:
     """Notebook 1's module loaded anew in this process, as a fresh interpreter would have it,
     with `env` set, for the test's length.
 
-    The copy is what `import memorybook.memory_system` gives until the test ends: its memories,
-    client and cache are its own (made at its first call, from `env`), and the misses and
-    threshold readers replay.py has met start empty. Every other test's are left untouched.
+    Its memories, client and cache are its own (made at its first call, from `env`), and the
+    misses and threshold readers replay.py has met start empty. Every other test's are left
+    untouched.
     """
-    import memorybook
     from memorybook import replay
 
     for name in ("TYPESAFE_API_KEY", "MEMORYBOOK_USAGE_LOG", "CI", "MEMORYBOOK_RECORDING"):
@@ -97,10 +96,21 @@ def fresh_memory_system(monkeypatch, **env: str) -> ModuleType:
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(replay, "MISSES_SO_FAR", [])
     monkeypatch.setattr(replay, "THRESHOLD_READERS", [])
-    spec = importlib.util.find_spec("memorybook.memory_system")
+    return fresh_module(monkeypatch, "memorybook.memory_system")
+
+
+def fresh_module(monkeypatch, name: str) -> ModuleType:
+    """A copy of module `name`, executed anew: what `import name` gives until the test ends.
+
+    It imports its neighbours as they are in sys.modules, so a module loaded after
+    fresh_memory_system() uses that fresh copy of notebook 1's module. So would a module
+    imported for the first time meanwhile, for good: the tests import theirs at the top.
+    """
+    spec = importlib.util.find_spec(name)
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    monkeypatch.setattr(memorybook, "memory_system", module, raising=False)
+    parent, _, child = name.rpartition(".")
+    monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(sys.modules[parent], child, module, raising=False)
     spec.loader.exec_module(module)
     return module
 

@@ -29,6 +29,7 @@ from tests.helpers import (
     fresh_memory_system,
     one_live_call,
     record_arguments,
+    run_python,
 )
 from tools.loopback_server import LoopbackSystemOne, closed_port
 from tools.record.run import OWN_RECORDING
@@ -91,16 +92,15 @@ def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path)
     assert CANARY_KEY not in result.stdout + result.stderr
 
 
-def test_the_dry_run_lists_every_call_and_its_cost_without_a_key(tmp_path, monkeypatch, capsys):
-    from tools.record.cli import main
-
-    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
-    assert main(["--dry-run", "--output", str(tmp_path / "new.json")]) in (0, None)
-    printed = capsys.readouterr().out
-    assert "would send 31 of the collection's 31 calls to jev-1.14.0" in printed
-    assert "route T-201 with memories: T-101, T-105" not in printed  # ids are space-joined
-    assert "route T-201 with memories: T-101 T-105" in printed
-    assert "Estimated input: 21,456 tokens, $0.0009 at $42 per billion" in printed
+def test_the_dry_run_lists_every_call_and_its_cost_without_a_key(tmp_path):
+    # Its own process, as `make record-dry-run` runs it: a dry run sets its environment itself.
+    result = run_python("from tools.record.cli import main; main(['--dry-run', '--output', "
+                        f"'{tmp_path / 'new.json'}'])")
+    assert result.returncode == 0, result.stderr
+    assert "would send 31 of the collection's 31 calls to jev-1.14.0" in result.stdout
+    assert "route T-201 with memories: T-101, T-105" not in result.stdout  # ids are space-joined
+    assert "route T-201 with memories: T-101 T-105" in result.stdout
+    assert "Estimated input: 21,456 tokens, $0.0009 at $42 per billion" in result.stdout
     assert not (tmp_path / "new.json").exists()
 
 

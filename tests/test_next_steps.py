@@ -12,24 +12,35 @@ notebook:
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
-import subprocess
-import sys
-import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import TypeVar
 
 import pytest
 
 from memorybook.config import RECORDING_PATH
-from memorybook.memory_system import TYPESAFE_MODEL
+from memorybook.memory_system import (
+    EARLIER,
+    ROUTE,
+    TYPESAFE_MODEL,
+    InMemoryMemories,
+    later_state,
+    ticket_id_of,
+)
 from memorybook.recording import memory_ids_in
+from memorybook.store import MAX_MEMORY_BYTES, open_store
 from tests import helpers
 from tests.helpers import (
     COMMITTED_RECORDING,
     LINK,
     REPO_ROOT,
     decode,
+    fresh_memory_system,
+    fresh_module,
     markdown_outputs,
     notebook,
     stdout_text,
@@ -37,6 +48,7 @@ from tests.helpers import (
 from tools.loopback_server import LoopbackSystemOne
 
 SYNTHETIC_MODEL = "loopback-synthetic"
+T = TypeVar("T")
 
 
 def synthetic_answer(body: dict) -> dict:
@@ -65,130 +77,124 @@ def live_env(base_url: str, recording: Path) -> dict[str, str]:
     return helpers.live_env(base_url, None, "dummy", recording)  # notebook 7 has no store
 
 
-PRELUDE = """
-import json
-from memorybook.memory_system import InMemoryMemories, ticket_id_of
-from memorybook.memory_system import EARLIER, ROUTE, later_state
-from memorybook.next_steps import *
-
-def memory_like(index, ticket, text):
-    m = json.loads(json.dumps(EARLIER[index]))
-    m["ticket"]["id"] = ticket
-    m["ticket"]["messages"][0]["text"] = text
-    return {"request": m, "jev_answered": {"Which support team?": "a team"}}
-"""
+def memory_like(index: int, ticket: str, text: str) -> dict:
+    """A memory of earlier ticket `index`, renamed `ticket`, its first message now `text`."""
+    request = copy.deepcopy(EARLIER[index])
+    request["ticket"]["id"] = ticket
+    request["ticket"]["messages"][0]["text"] = text
+    return {"request": request, "jev_answered": {"Which support team?": "a team"}}
 
 
-def run_live(server: LoopbackSystemOne, tmp_path: Path, code: str) -> dict:
-    """Run code in a live process against the server; the official recording is a scratch copy."""
+def run_live(server: LoopbackSystemOne, tmp_path: Path, monkeypatch,
+             steps_used: Callable[[ModuleType], T]) -> T:
+    """Call `steps_used` with notebook 7's steps, fresh in this process, live against the server;
+    the official recording is a scratch copy, and only the next steps' own file is written."""
     recordings = tmp_path / "recordings"
     recordings.mkdir()
     official = recordings / "json_cache.json"
     shutil.copyfile(RECORDING_PATH, official)
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(PRELUDE) + textwrap.dedent(code)],
-        cwd=REPO_ROOT, env=live_env(server.base_url, official), capture_output=True, text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
+    fresh_memory_system(monkeypatch, TYPESAFE_API_KEY="dummy", TYPESAFE_ENDPOINT=server.base_url,
+                        MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(official))
+    result = steps_used(fresh_module(monkeypatch, "memorybook.next_steps"))
     assert official.read_bytes() == COMMITTED_RECORDING, "the official recording was written"
     assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING
     written = sorted(p.name for p in recordings.iterdir() if not p.name.endswith(".lock"))
     assert written == ["json_cache.json", "next_steps.json"], written
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return result
 
 
 def posted(server: LoopbackSystemOne) -> list[dict]:
     return [r["body"] for r in server.requests if r["path"] == "/v1/systemone"]
 
 
-def test_selecting_sends_only_the_memories_judged_relevant(server, tmp_path):
-    out = run_live(server, tmp_path, """
+def test_selecting_sends_only_the_memories_judged_relevant(server, tmp_path, monkeypatch):
+    def select(steps):
         memories = InMemoryMemories()
         for ticket, text in [("T-1", "SYNTHETIC-YES:relevant"), ("T-2", "nothing"),
                              ("T-3", "again SYNTHETIC-YES:relevant")]:
             memories.save("C-1042", memory_like(0, ticket, text))
-        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE, memories=memories)
-        print(json.dumps({"recorded": len(json.loads(NEXT_STEPS_RECORDING.read_text()))}))
-    """)
+        steps.ask_with_relevant_memory(later_state("C-1042", 0), ROUTE, memories=memories)
+        return len(json.loads(steps.NEXT_STEPS_RECORDING.read_text(encoding="utf-8")))
+
+    recorded = run_live(server, tmp_path, monkeypatch, select)
     bodies = posted(server)
     relevance = [b for b in bodies if list(b["questions"]) == ["relevant"]]
     routing, = [b for b in bodies if list(b["questions"]) == ["team"]]
     assert [b["state"]["saved_memory"]["request"]["ticket"]["id"] for b in relevance] == \
         ["T-1", "T-2", "T-3"]
     assert memory_ids_in(routing["state"]) == ["T-1", "T-3"]
-    assert out["recorded"] == len(bodies) == 5  # 3 relevance, routing, gate
+    assert recorded == len(bodies) == 5  # 3 relevance, routing, gate
 
 
-def test_with_few_memories_all_are_sent_without_asking(server, tmp_path):
-    run_live(server, tmp_path, """
+def test_with_few_memories_all_are_sent_without_asking(server, tmp_path, monkeypatch):
+    def select(steps):
         memories = InMemoryMemories()
         memories.save("C-1042", memory_like(0, "T-1", "not marked"))
-        ask_with_relevant_memory(later_state("C-1042", 0), ROUTE, memories=memories)
-        print("{}")
-    """)
+        steps.ask_with_relevant_memory(later_state("C-1042", 0), ROUTE, memories=memories)
+
+    run_live(server, tmp_path, monkeypatch, select)
     bodies = posted(server)
     assert [list(b["questions"]) for b in bodies] == [["team"], ["remember"]]
     assert memory_ids_in(bodies[0]["state"]) == ["T-1"]
 
 
-def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path):
-    out = run_live(server, tmp_path, f"""
-        from memorybook.store import open_store
-        with open_store("sqlite:///{tmp_path / 'store' / 'm.db'}") as store:
+def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path, monkeypatch):
+    def supersede(steps):
+        with open_store(f"sqlite:///{tmp_path / 'store' / 'm.db'}") as store:
             store.save("C-1042", memory_like(0, "T-1", "old fact SYNTHETIC-YES:supersedes"))
             store.save("C-1042", memory_like(0, "T-2", "a fact that still holds"))
-            forgotten = save_replacing(store, "C-1042", memory_like(4, "T-3", "the new fact"))
-            print(json.dumps({{"forgotten": [ticket_id_of(m) for m in forgotten],
-                               "kept": [ticket_id_of(m) for m in store.recall("C-1042")]}}))
-    """)
-    assert out == {"forgotten": ["T-1"], "kept": ["T-2", "T-3"]}
+            forgotten = steps.save_replacing(store, "C-1042",
+                                             memory_like(4, "T-3", "the new fact"))
+            return ([ticket_id_of(m) for m in forgotten],
+                    [ticket_id_of(m) for m in store.recall("C-1042")])
+
+    forgotten, kept = run_live(server, tmp_path, monkeypatch, supersede)
+    assert (forgotten, kept) == (["T-1"], ["T-2", "T-3"])
     assert [b["state"]["old_memory"]["request"]["ticket"]["id"] for b in posted(server)] == \
         ["T-1", "T-2"]
 
 
-def test_a_memory_the_store_refuses_costs_no_saved_memory(server, tmp_path):
-    out = run_live(server, tmp_path, f"""
-        from memorybook.store import MAX_MEMORY_BYTES, open_store
-        with open_store("sqlite:///{tmp_path / 'store' / 'm.db'}") as store:
+def test_a_memory_the_store_refuses_costs_no_saved_memory(server, tmp_path, monkeypatch):
+    def texts(memories: list[dict]) -> list[str]:
+        return [m["request"]["ticket"]["messages"][0]["text"] for m in memories]
+
+    def refuse_then_replace(steps):
+        with open_store(f"sqlite:///{tmp_path / 'store' / 'm.db'}") as store:
             store.save("C-1042", memory_like(0, "T-1", "old fact SYNTHETIC-YES:supersedes"))
             too_large = memory_like(4, "T-3", "x" * MAX_MEMORY_BYTES)
-            try:
-                save_replacing(store, "C-1042", too_large)
-            except ValueError as error:
-                refused = str(error)
+            with pytest.raises(ValueError) as refused:
+                steps.save_replacing(store, "C-1042", too_large)
             kept_after_refusal = [ticket_id_of(m) for m in store.recall("C-1042")]
-            same_ticket = save_replacing(store, "C-1042", memory_like(4, "T-1", "the new fact"))
-            print(json.dumps({{
-                "refused": refused, "kept_after_refusal": kept_after_refusal,
-                "same_ticket_forgotten": [m["request"]["ticket"]["messages"][0]["text"]
-                                          for m in same_ticket],
-                "same_ticket_kept": [m["request"]["ticket"]["messages"][0]["text"]
-                                     for m in store.recall("C-1042")],
-            }}))
-    """)
-    assert "a memory may hold at most" in out["refused"]
-    assert out["kept_after_refusal"] == ["T-1"]
-    assert out["same_ticket_forgotten"] == ["old fact SYNTHETIC-YES:supersedes"]
-    assert out["same_ticket_kept"] == ["the new fact"]
+            same_ticket = steps.save_replacing(store, "C-1042",
+                                               memory_like(4, "T-1", "the new fact"))
+            return (str(refused.value), kept_after_refusal, texts(same_ticket),
+                    texts(store.recall("C-1042")))
+
+    refused, kept_after_refusal, same_ticket_forgotten, same_ticket_kept = run_live(
+        server, tmp_path, monkeypatch, refuse_then_replace)
+    assert "a memory may hold at most" in refused
+    assert kept_after_refusal == ["T-1"]
+    assert same_ticket_forgotten == ["old fact SYNTHETIC-YES:supersedes"]
+    assert same_ticket_kept == ["the new fact"]
 
 
-def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path):
-    out = run_live(server, tmp_path, """
+def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path, monkeypatch):
+    def reply(response, memories_sent):
+        return f"Routed to {response.answers['team'].choice} SYNTHETIC-YES:remember"
+
+    def remember_replies(steps):
         memories = InMemoryMemories()
-        def reply(response, memories_sent):
-            return f"Routed to {response.answers['team'].choice} SYNTHETIC-YES:remember"
+        steps.ask_remembering_replies(later_state("C-1042", 0), ROUTE, reply=reply,
+                                      memories=memories)
+        return [m["request"]["ticket"]["messages"] for m in memories.recall("C-1042")]
 
-        ask_remembering_replies(later_state("C-1042", 0), ROUTE, reply=reply, memories=memories)
-        saved = memories.recall("C-1042")
-        print(json.dumps({"saved": [m["request"]["ticket"]["messages"] for m in saved]}))
-    """)
+    saved = run_live(server, tmp_path, monkeypatch, remember_replies)
     routing, gate = posted(server)
     assert list(routing["questions"]) == ["team"] and list(gate["questions"]) == ["remember"]
-    reply = {"from": "support", "text": "Routed to cloud_ops SYNTHETIC-YES:remember"}
-    assert gate["state"]["request"]["ticket"]["messages"][-1] == reply
+    reply_message = {"from": "support", "text": "Routed to cloud_ops SYNTHETIC-YES:remember"}
+    assert gate["state"]["request"]["ticket"]["messages"][-1] == reply_message
     assert routing["state"]["ticket"]["messages"][-1]["from"] == "customer"  # reply after routing
-    assert out["saved"] == [gate["state"]["request"]["ticket"]["messages"]]
+    assert saved == [gate["state"]["request"]["ticket"]["messages"]]
 
 
 def test_the_apps_reply_names_the_team_only_when_no_memory_could_have_chosen_it():

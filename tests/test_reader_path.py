@@ -1,8 +1,9 @@
 """The reader's path: inputs edited, the threshold tuned, calls that miss.
 
 Readers edit tickets and thresholds. Each test here does what such a reader does, in a real
-kernel or a fresh copy of notebook 1's module with no key, and checks what the reader then sees. Running a cell
-again and a second Run All are checked in nbval's own kernels (`--run-cells-again`, conftest.py).
+kernel or a fresh copy of notebook 1's module with no key, and checks what the reader then sees.
+Running a cell again and a second Run All are checked in nbval's own kernels
+(`--run-cells-again`, conftest.py).
 """
 
 from __future__ import annotations
