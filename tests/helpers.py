@@ -317,9 +317,11 @@ def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
     """
     accepted: list[int] = []
     previous = None
+    deep: object = "deep"  # nested(depth), each depth wrapping the one before, not built anew
     for depth in range(1, deepest + 1):
+        deep = [deep]
         memory = make_memory("C-1042", f"T-{depth}")
-        memory["jev_answered"]["deep"] = nested(depth)
+        memory["jev_answered"]["deep"] = deep
         try:
             evicted = store.save("C-1042", memory)
         except ValueError as error:
