@@ -170,7 +170,7 @@ def test_a_save_blocked_by_a_lock_ends_with_a_clear_error_and_writes_nothing(
 def test_a_call_waiting_for_another_threads_call_gives_up_within_its_timeout(
     backend: Backend,
 ) -> None:
-    seconds = 1
+    seconds = LOCK_WAIT_SECONDS
     with backend.open(timeout=seconds) as store:
         holding, release = threading.Event(), threading.Event()
 
