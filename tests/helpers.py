@@ -14,28 +14,22 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psutil
 from lzstring import LZString
 
 from memorybook.config import RECORDING_PATH
-from memorybook.store import (
-    MAX_MEMORIES_PER_CUSTOMER,
-    MemoryStore,
-    PostgresMemoryStore,
-    SQLiteMemoryStore,
-)
+from memorybook.store import MAX_MEMORIES_PER_CUSTOMER, MemoryStore
 
 if TYPE_CHECKING:
     import nbformat
@@ -318,8 +312,6 @@ def live_env(base_url: str, scratch: Path | None, key: str, recording: Path | No
 
 # -- the memory store's tests ----------------------------------------------------------------
 
-PG_URL_ENV = "MEMORYBOOK_TEST_PG_URL"
-
 
 def new_key() -> str:
     return base64.urlsafe_b64encode(os.urandom(32)).decode()
@@ -364,9 +356,11 @@ def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
     """
     accepted: list[int] = []
     previous = None
+    deep: object = "deep"  # nested(depth), each depth wrapping the one before, not built anew
     for depth in range(1, deepest + 1):
+        deep = [deep]
         memory = make_memory("C-1042", f"T-{depth}")
-        memory["jev_answered"]["deep"] = nested(depth)
+        memory["jev_answered"]["deep"] = deep
         try:
             evicted = store.save("C-1042", memory)
         except ValueError as error:
@@ -384,15 +378,31 @@ def sweep_nesting_depths(store: MemoryStore, deepest: int) -> list[int]:
     return accepted
 
 
-@dataclass
 class Backend:
-    """One fresh, empty store location, and how to open and inspect it."""
+    """One fresh, empty store location on one backend, and how a test opens and inspects it.
 
-    name: str
-    url: str  # what open_store() takes
-    location: str  # what the store class takes
-    store_class: type
-    key: str
+    The store tests use only what this class declares. Each backend's subclass, listed in
+    FRESH_STORES (tests/store/conftest.py), is all that they know of its database and driver.
+    """
+
+    name: ClassVar[str]  # as a test picks the backend with `indirect`
+    store_class: ClassVar[type]
+    # What schema() gives on a new store: the tables and indexes of earlier versions, pinned.
+    pinned_schema: ClassVar[object]
+    # The ways another session can hold a lock this store's writers need, as hold_a_lock() takes
+    # them: "customer" (another writer for the customer, stuck inside its transaction) and
+    # "tables" (every memorybook table locked) on each backend; a backend may add its own.
+    ways_to_hold_a_lock: ClassVar[tuple[str, ...]] = ("tables", "customer")
+
+    def __init__(self, url: str, location: str) -> None:
+        self.url = url  # what open_store() takes
+        self.location = location  # what the store class takes
+        self.key = new_key()
+
+    @classmethod
+    def fresh(cls, tmp_path: Path) -> contextlib.AbstractContextManager[Backend]:
+        """A new, empty store location, removed afterwards if it lives outside `tmp_path`."""
+        raise NotImplementedError
 
     def open(
         self,
@@ -407,70 +417,48 @@ class Backend:
 
     def connect_directly(self) -> tuple[Any, str]:
         """A connection of the test's own to the store's database, and its driver's placeholder."""
-        if self.name == "sqlite":
-            return sqlite3.connect(self.location), "?"
-        import psycopg
-
-        return psycopg.connect(self.url), "%s"
+        raise NotImplementedError
 
     def raw_bytes(self) -> bytes:
         """Everything the database holds, as raw bytes (files, or every table row)."""
-        if self.name == "sqlite":
-            return b"".join(
-                Path(self.location + suffix).read_bytes()
-                for suffix in ("", "-wal", "-journal")
-                if Path(self.location + suffix).exists()
-            )
-        import psycopg
+        raise NotImplementedError
 
-        chunks = []
-        with psycopg.connect(self.url) as connection:
-            for table in ("memorybook_meta", "memorybook_memories"):
-                for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
-                    for value in row:
-                        chunks.append(value if isinstance(value, bytes) else str(value).encode())
-        return b"\n".join(chunks)
+    def schema(self) -> object:
+        """The store's tables and indexes as the database's catalog describes them."""
+        raise NotImplementedError
 
+    @contextlib.contextmanager
+    def hold_a_lock(self, how: str, customer_id: str) -> Iterator[None]:
+        """Another session holds a lock the store needs to write for `customer_id` (one of
+        ways_to_hold_a_lock), until the block ends."""
+        if how == "customer":
+            with self.open() as other, other.customer_lock(customer_id):
+                yield
+        else:
+            with self.hold_the_tables(how):
+                yield
 
-@contextlib.contextmanager
-def fresh_sqlite_store(tmp_path: Path) -> Iterator[Backend]:
-    """A new SQLite file."""
-    path = tmp_path / "memories.sqlite3"
-    yield Backend("sqlite", f"sqlite:///{path}", str(path), SQLiteMemoryStore, new_key())
+    def hold_the_tables(self, how: str) -> contextlib.AbstractContextManager[None]:
+        """Another session holds every memorybook table locked ("tables", or a backend's own)."""
+        raise NotImplementedError
 
 
-@contextlib.contextmanager
-def fresh_postgres_store(tmp_path: Path) -> Iterator[Backend]:
-    """A new schema on the server at $MEMORYBOOK_TEST_PG_URL, dropped afterwards."""
-    admin_url = postgres_url_or_skip()
-    import psycopg
-
-    schema = f"memorybook_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    url = with_search_path(admin_url, schema)
-    try:
-        yield Backend("postgresql", url, url, PostgresMemoryStore, new_key())
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+# What a store call may take beyond its timeout on a loaded 2-core machine.
+MARGIN_SECONDS = 1
 
 
-def with_search_path(url: str, schema: str) -> str:
-    separator = "&" if "?" in url else "?"
-    return f"{url}{separator}options=-csearch_path%3D{schema}"
+def in_thread(call) -> tuple[threading.Thread, list]:
+    """Start `call()` in a thread; the list gets its result or its error, and how long it took."""
+    outcome: list = []
 
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            result: object = call()
+        except Exception as error:  # noqa: BLE001 - handed to the test
+            result = error
+        outcome.append((result, time.monotonic() - started))
 
-def postgres_url_or_skip() -> str:
-    import pytest
-
-    url = os.environ.get(PG_URL_ENV)
-    if not url:
-        reason = (
-            f"PostgreSQL tests need ${PG_URL_ENV}; start a server with "
-            "`tools/postgres_server.sh start /tmp/memorybook-pg` and export its URL"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
-        pytest.skip(reason)
-    return url
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome

@@ -1,4 +1,8 @@
-"""The store tests' fixtures: each test runs against SQLite and PostgreSQL alike.
+"""The store tests' fixtures: each test runs against every backend FRESH_STORES lists.
+
+A backend's class here is all that the store tests know of its database and its driver: how to
+make a fresh, empty location, reach it directly, read its raw bytes and its schema, and hold its
+tables locked. Tests of one backend alone live in its own file (test_sqlite.py, test_postgres.py).
 
 PostgreSQL tests use the server at $MEMORYBOOK_TEST_PG_URL, for example one
 started with ``tools/postgres_server.sh start /tmp/memorybook-pg``. Without it
@@ -7,27 +11,224 @@ they are skipped, except under CI (``$CI`` set), where they fail.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from memorybook.store import MemoryStore
-from tests.helpers import Backend, fresh_postgres_store, fresh_sqlite_store
-
-# The backend fixture's parameters: each backend's name (as tests pick one with `indirect`) and
-# how to make a fresh, empty store location on it.
-FRESH_STORES = {"sqlite": fresh_sqlite_store, "postgresql": fresh_postgres_store}
+from memorybook.store import MemoryStore, PostgresMemoryStore, SQLiteMemoryStore
+from tests.helpers import Backend
 
 
-@pytest.fixture(params=list(FRESH_STORES))
+class SQLiteBackend(Backend):
+    """A new SQLite file."""
+
+    name = "sqlite"
+    store_class = SQLiteMemoryStore
+    pinned_schema = {
+        "sqlite_master": [  # type, name, SQL
+            (
+                "table",
+                "memorybook_memories",
+                "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL,"
+                " sealed BLOB NOT NULL)",
+            ),
+            (
+                "index",
+                "memorybook_memories_by_customer",
+                "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
+                " (customer_digest)",
+            ),
+            (
+                "table",
+                "memorybook_meta",
+                "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
+            ),
+            ("index", "sqlite_autoindex_memorybook_meta_1", None),
+            ("table", "sqlite_sequence", "CREATE TABLE sqlite_sequence(name,seq)"),
+        ],
+        "journal_mode": "wal",
+    }
+
+    @classmethod
+    @contextlib.contextmanager
+    def fresh(cls, tmp_path: Path) -> Iterator[Backend]:
+        path = tmp_path / "memories.sqlite3"
+        yield cls(f"sqlite:///{path}", str(path))
+
+    def connect_directly(self) -> tuple[Any, str]:
+        return sqlite3.connect(self.location), "?"
+
+    def raw_bytes(self) -> bytes:
+        return b"".join(
+            Path(self.location + suffix).read_bytes()
+            for suffix in ("", "-wal", "-journal")
+            if Path(self.location + suffix).exists()
+        )
+
+    def schema(self) -> object:
+        with contextlib.closing(sqlite3.connect(self.location)) as connection:
+            objects = connection.execute(
+                "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+            ).fetchall()
+            [(journal_mode,)] = connection.execute("PRAGMA journal_mode").fetchall()
+        return {"sqlite_master": objects, "journal_mode": journal_mode}
+
+    @contextlib.contextmanager
+    def hold_the_tables(self, how: str) -> Iterator[None]:
+        assert how == "tables", how
+        holder = sqlite3.connect(self.location, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            yield
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+
+
+POSTGRES_URL_ENV = "MEMORYBOOK_TEST_PG_URL"
+
+
+class PostgresBackend(Backend):
+    """A new schema on the server at $MEMORYBOOK_TEST_PG_URL, dropped afterwards."""
+
+    name = "postgresql"
+    store_class = PostgresMemoryStore
+    pinned_schema = {
+        "columns": [  # table, column, type, nullable, identity
+            ("memorybook_memories", "id", "bigint", "NO", "ALWAYS"),
+            ("memorybook_memories", "customer_digest", "bytea", "NO", None),
+            ("memorybook_memories", "ticket_digest", "bytea", "NO", None),
+            ("memorybook_memories", "sealed", "bytea", "NO", None),
+            ("memorybook_meta", "name", "text", "NO", None),
+            ("memorybook_meta", "value", "bytea", "NO", None),
+        ],
+        "indexes": [
+            "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
+            " USING btree (customer_digest, id)",
+            "CREATE UNIQUE INDEX memorybook_memories_pkey ON memorybook_memories USING btree (id)",
+            "CREATE UNIQUE INDEX memorybook_meta_pkey ON memorybook_meta USING btree (name)",
+        ],
+    }
+    # "stopped": the tables' lock holder's server process is stopped with SIGSTOP.
+    ways_to_hold_a_lock = (*Backend.ways_to_hold_a_lock, "stopped")
+
+    @staticmethod
+    def server_url_or_skip() -> str:
+        url = os.environ.get(POSTGRES_URL_ENV)
+        if not url:
+            reason = (
+                f"PostgreSQL tests need ${POSTGRES_URL_ENV}; start a server with "
+                "`tools/postgres_server.sh start /tmp/memorybook-pg` and export its URL"
+            )
+            if os.environ.get("CI"):
+                pytest.fail(f"{reason} (CI is set, so this is a failure, not a skip)")
+            pytest.skip(reason)
+        return url
+
+    @classmethod
+    @contextlib.contextmanager
+    def fresh(cls, tmp_path: Path) -> Iterator[Backend]:
+        admin_url = cls.server_url_or_skip()
+        import psycopg
+
+        schema = f"memorybook_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {schema}")
+        separator = "&" if "?" in admin_url else "?"
+        url = f"{admin_url}{separator}options=-csearch_path%3D{schema}"
+        try:
+            yield cls(url, url)
+        finally:
+            with psycopg.connect(admin_url, autocommit=True) as admin:
+                admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+    def connect_directly(self) -> tuple[Any, str]:
+        import psycopg
+
+        return psycopg.connect(self.url), "%s"
+
+    def raw_bytes(self) -> bytes:
+        import psycopg
+
+        chunks = []
+        with psycopg.connect(self.url) as connection:
+            for table in ("memorybook_meta", "memorybook_memories"):
+                for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
+                    for value in row:
+                        chunks.append(value if isinstance(value, bytes) else str(value).encode())
+        return b"\n".join(chunks)
+
+    def schema(self) -> object:
+        import psycopg
+
+        with psycopg.connect(self.url) as connection:
+            [(schema_name,)] = connection.execute("SELECT current_schema()").fetchall()
+            columns = connection.execute(
+                "SELECT table_name, column_name, data_type, is_nullable, identity_generation"
+                " FROM information_schema.columns WHERE table_schema = %s"
+                " ORDER BY table_name, ordinal_position",
+                (schema_name,),
+            ).fetchall()
+            indexes = connection.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY indexname",
+                (schema_name,),
+            ).fetchall()
+        return {
+            "columns": columns,
+            "indexes": [text.replace(f"{schema_name}.", "") for (text,) in indexes],
+        }
+
+    @contextlib.contextmanager
+    def hold_the_tables(self, how: str) -> Iterator[None]:
+        assert how in ("tables", "stopped"), how
+        import psycopg
+
+        with psycopg.connect(self.url) as holder:
+            holder.execute("LOCK TABLE memorybook_memories IN ACCESS EXCLUSIVE MODE")
+            if how == "tables":
+                yield
+                return
+            [(pid,)] = holder.execute("SELECT pg_backend_pid()").fetchall()
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                yield
+            finally:
+                os.kill(pid, signal.SIGCONT)
+
+
+# The backends every store test runs on, one line each: a new backend adds its class here.
+FRESH_STORES: list[type[Backend]] = [
+    SQLiteBackend,
+    PostgresBackend,
+]
+BY_NAME = {fresh_store.name: fresh_store for fresh_store in FRESH_STORES}
+
+
+@contextlib.contextmanager
+def fresh_location(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Backend]:
+    """A fresh, empty store location on the backend `name`, with no store URL or key set."""
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    monkeypatch.delenv("MEMORYBOOK_STORE_URL", raising=False)
+    with BY_NAME[name].fresh(tmp_path) as fresh:
+        yield fresh
+
+
+@pytest.fixture(params=list(BY_NAME))
 def backend(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Backend]:
     """A fresh, empty store location per test, on each backend."""
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
-    monkeypatch.delenv("MEMORYBOOK_STORE_URL", raising=False)
-    with FRESH_STORES[request.param](tmp_path) as fresh:
+    with fresh_location(request.param, tmp_path, monkeypatch) as fresh:
         yield fresh
 
 
@@ -36,3 +237,24 @@ def store(backend: Backend) -> Iterator[MemoryStore]:
     """A fresh store on each backend."""
     with backend.open() as opened:
         yield opened
+
+
+@pytest.fixture(
+    params=[(fresh_store.name, how) for fresh_store in FRESH_STORES
+            for how in fresh_store.ways_to_hold_a_lock],
+    ids="-".join,
+)
+def backend_and_a_way_to_lock_it(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Backend, str]]:
+    """A fresh store location, and one way another session can hold a lock its writers need
+    (as Backend.hold_a_lock() takes it): on each backend, each of its ways_to_hold_a_lock."""
+    name, how = request.param
+    with fresh_location(name, tmp_path, monkeypatch) as fresh:
+        yield fresh, how
+
+
+@pytest.fixture
+def postgres_server_url() -> str:
+    """The shared PostgreSQL server's URL, for PostgreSQL's own tests (or a skip without one)."""
+    return PostgresBackend.server_url_or_skip()

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from memorybook.store import MemoryStore, MemoryStoreError, SQLiteMemoryStore
+from memorybook.store import MemoryStore, MemoryStoreError
 from tests.helpers import (
+    MARGIN_SECONDS,
     SUBPROCESS_TIMEOUT_SECONDS,
     Backend,
     finish,
+    in_thread,
     make_memory,
-    new_key,
     start_python,
     ticket_ids,
 )
@@ -147,70 +141,14 @@ def test_threads_can_share_one_store(store: MemoryStore) -> None:
 LOCK_WAIT_SECONDS = 0.5  # the store's time limit in these tests (the default is far longer)
 
 
-@contextlib.contextmanager
-def lock_held_elsewhere(backend: Backend, how: str) -> Iterator[None]:
-    """Another session holds a lock the store needs to write for customer C-1042.
-
-    "tables": every memorybook table is locked; "customer": another writer for the same customer
-    is stuck inside its transaction; "stopped": the tables' lock holder's server process is
-    stopped with SIGSTOP (PostgreSQL only).
-    """
-    if how == "customer":
-        with backend.open() as other, other.customer_lock("C-1042"):
-            yield
-        return
-    if backend.name == "sqlite":
-        holder = sqlite3.connect(backend.location, isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")
-        try:
-            yield
-        finally:
-            holder.execute("ROLLBACK")
-            holder.close()
-        return
-    import psycopg
-
-    with psycopg.connect(backend.url) as holder:
-        holder.execute("LOCK TABLE memorybook_memories IN ACCESS EXCLUSIVE MODE")
-        if how != "stopped":
-            yield
-            return
-        [(pid,)] = holder.execute("SELECT pg_backend_pid()").fetchall()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            os.kill(pid, signal.SIGCONT)
-
-
-def in_thread(call) -> tuple[threading.Thread, list]:
-    """Start `call()` in a thread; the list gets its result or its error, and how long it took."""
-    outcome: list = []
-
-    def run() -> None:
-        started = time.monotonic()
-        try:
-            result: object = call()
-        except Exception as error:  # noqa: BLE001 - handed to the test
-            result = error
-        outcome.append((result, time.monotonic() - started))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, outcome
-
-
-@pytest.mark.parametrize(("backend", "how"), [  # a server process to stop: PostgreSQL only
-    ("sqlite", "tables"), ("sqlite", "customer"),
-    ("postgresql", "tables"), ("postgresql", "customer"), ("postgresql", "stopped"),
-], indirect=["backend"])
 def test_a_save_blocked_by_a_lock_ends_with_a_clear_error_and_writes_nothing(
-    backend: Backend, how: str
+    backend_and_a_way_to_lock_it: tuple[Backend, str],
 ) -> None:
+    backend, how = backend_and_a_way_to_lock_it
     bound = 6 * LOCK_WAIT_SECONDS
     with backend.open(timeout=LOCK_WAIT_SECONDS) as store:
         store.save("C-1042", make_memory("C-1042", "T-1"))
-        with lock_held_elsewhere(backend, how):
+        with backend.hold_a_lock(how, "C-1042"):
             saving, saved = in_thread(lambda: store.save("C-1042", make_memory("C-1042", "T-2")))
             time.sleep(0.05)
             recalling, recalled = in_thread(lambda: store.recall("C-2210"))  # same store object
@@ -229,13 +167,10 @@ def test_a_save_blocked_by_a_lock_ends_with_a_clear_error_and_writes_nothing(
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
 
 
-MARGIN_SECONDS = 1  # what a store call may take beyond its timeout on a loaded 2-core machine
-
-
 def test_a_call_waiting_for_another_threads_call_gives_up_within_its_timeout(
     backend: Backend,
 ) -> None:
-    seconds = 1
+    seconds = LOCK_WAIT_SECONDS
     with backend.open(timeout=seconds) as store:
         holding, release = threading.Event(), threading.Event()
 
@@ -258,60 +193,3 @@ def test_a_call_waiting_for_another_threads_call_gives_up_within_its_timeout(
         assert "recall()" in str(error) and "another thread's call" in str(error)
         assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
         assert store.recall("C-2210") == []
-
-
-def test_a_sqlite_forget_waits_no_longer_than_its_timeout_in_all(tmp_path: Path) -> None:
-    """The lock's wait and the write-ahead log's checkpoint share one timeout."""
-    seconds = 2
-    path = tmp_path / "memories.sqlite3"
-    with SQLiteMemoryStore(path, key=new_key(), timeout=seconds) as store:
-        store.save("C-1042", make_memory("C-1042", "T-1"))
-        reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        try:
-            reader.execute("BEGIN")  # a snapshot from before the forget: it holds the log
-            reader.execute("SELECT COUNT(*) FROM memorybook_memories").fetchall()
-            writer.execute("BEGIN IMMEDIATE")
-            release = threading.Timer(1.8, lambda: writer.execute("COMMIT"))
-            release.start()
-            started = time.monotonic()
-            forgotten = store.forget("C-1042", "T-1")
-            took = time.monotonic() - started
-            release.join()
-        finally:
-            reader.close()
-            writer.close()
-    assert ticket_ids(forgotten) == ["T-1"]
-    assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
-
-
-@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # a server to freeze
-@pytest.mark.parametrize("call", ["recall", "save"])
-def test_a_call_to_a_frozen_postgres_server_ends_within_its_timeout(
-    backend: Backend, call: str
-) -> None:
-    import psycopg
-
-    seconds = 1
-    name = f"memorybook-frozen-{os.getpid()}-{time.monotonic_ns()}"
-    url = f"{backend.url}&application_name={name}"
-    with backend.store_class(url, key=backend.key, timeout=seconds) as store:
-        store.save("C-1042", make_memory("C-1042", "T-1"))
-        with psycopg.connect(backend.url) as admin:
-            [(pid,)] = admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
-            ).fetchall()
-        calls = {"recall": lambda: store.recall("C-1042"),
-                 "save": lambda: store.save("C-1042", make_memory("C-1042", "T-2"))}
-        os.kill(pid, signal.SIGSTOP)  # as a frozen host, or a network that drops everything
-        try:
-            calling, called = in_thread(calls[call])
-            calling.join(seconds + MARGIN_SECONDS + 20)
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        calling.join(10)
-        [(error, took)] = called
-        assert isinstance(error, MemoryStoreError), error
-        assert f"{call}() had no answer" in str(error) and "connects again" in str(error)
-        assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
-        assert ticket_ids(store.recall("C-1042")) == ["T-1"]  # on a new connection

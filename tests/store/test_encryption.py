@@ -83,17 +83,6 @@ def test_key_is_read_from_environment(backend: Backend, monkeypatch: pytest.Monk
         assert len(store.recall("C-1042")) == 1
 
 
-def test_postgres_without_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
-    url = "postgresql://memorybook:secret-password@127.0.0.1:9/memories"
-    with pytest.raises(MemoryStoreKeyError, match="needs an encryption key") as raised:
-        open_store(url)
-    message = str(raised.value)
-    assert "MEMORYBOOK_STORE_KEY" in message
-    assert "127.0.0.1:9/memories" in message
-    assert "secret-password" not in message
-
-
 def test_a_row_copied_to_another_customer_fails_its_integrity_check(backend: Backend) -> None:
     with backend.open() as store:
         store.save("C-1042", make_memory("C-1042", "T-1"))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from inspect import signature
 from pathlib import Path
 
 import pytest
 
 from memorybook.store import MemoryStoreError, SQLiteMemoryStore, open_store
+from memorybook.store.opening import BACKENDS
 from tests.helpers import Backend, make_memory, new_key, ticket_ids
 
 
@@ -42,8 +44,10 @@ def test_store_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_unsupported_url_is_a_clear_error() -> None:
     with pytest.raises(MemoryStoreError, match="Unsupported memory store URL") as raised:
         open_store("mysql://root:hunter2@db/memories", key=new_key())
-    assert "use sqlite:///path/to/memories.sqlite3 or postgresql://user@host:port/database " in (
-        str(raised.value))
+    examples = dict.fromkeys(store_class.url_example for store_class in BACKENDS.values())
+    assert f"use {' or '.join(examples)} " in str(raised.value)
+    for example in examples:  # each names a scheme that opens its own backend
+        assert BACKENDS[example.partition(":")[0]].url_example == example
     assert "hunter2" not in str(raised.value)
 
 
@@ -61,4 +65,4 @@ def test_open_store_takes_a_time_limit(backend: Backend) -> None:
     with open_store(backend.url, key=backend.key, timeout=1.5) as store:
         assert store.timeout == 1.5
     with open_store(backend.url, key=backend.key) as store:
-        assert store.timeout == (30 if backend.name == "sqlite" else 20)
+        assert store.timeout == signature(backend.store_class).parameters["timeout"].default

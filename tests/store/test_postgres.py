@@ -1,23 +1,40 @@
-"""The PostgreSQL backend: a store outlives a restart of its server."""
+"""The PostgreSQL backend: no key is a clear error; a store outlives a restart of its server;
+a call to a frozen server ends within its timeout."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from memorybook.store import MemoryStoreError, PostgresMemoryStore
+from memorybook.store import MemoryStoreError, MemoryStoreKeyError, PostgresMemoryStore, open_store
 from tests.helpers import (
+    MARGIN_SECONDS,
     REPO_ROOT,
     SUBPROCESS_TIMEOUT_SECONDS,
+    Backend,
+    in_thread,
     make_memory,
     new_key,
-    postgres_url_or_skip,
     ticket_ids,
 )
+
+
+def test_postgres_without_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    url = "postgresql://memorybook:secret-password@127.0.0.1:9/memories"
+    with pytest.raises(MemoryStoreKeyError, match="needs an encryption key") as raised:
+        open_store(url)
+    message = str(raised.value)
+    assert "MEMORYBOOK_STORE_KEY" in message
+    assert "127.0.0.1:9/memories" in message
+    assert "secret-password" not in message
 
 
 @dataclass
@@ -36,8 +53,8 @@ class OwnPostgres:
 
 
 @pytest.fixture
-def own_postgres() -> Iterator[OwnPostgres]:
-    postgres_url_or_skip()  # where the shared server runs, this one can run too
+def own_postgres(postgres_server_url: str) -> Iterator[OwnPostgres]:
+    """A server of the test's own, where the shared one runs (postgres_server_url skips else)."""
     import shutil
     import tempfile
 
@@ -66,3 +83,35 @@ def test_a_postgres_store_works_again_after_its_server_restarts(own_postgres: Ow
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
         store.save("C-1042", make_memory("C-1042", "T-4"))
         assert ticket_ids(store.forget_customer("C-1042")) == ["T-1", "T-3", "T-4"]
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # a server to freeze
+@pytest.mark.parametrize("call", ["recall", "save"])
+def test_a_call_to_a_frozen_postgres_server_ends_within_its_timeout(
+    backend: Backend, call: str
+) -> None:
+    import psycopg
+
+    seconds = 1
+    name = f"memorybook-frozen-{os.getpid()}-{time.monotonic_ns()}"
+    url = f"{backend.url}&application_name={name}"
+    with backend.store_class(url, key=backend.key, timeout=seconds) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        with psycopg.connect(backend.url) as admin:
+            [(pid,)] = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchall()
+        calls = {"recall": lambda: store.recall("C-1042"),
+                 "save": lambda: store.save("C-1042", make_memory("C-1042", "T-2"))}
+        os.kill(pid, signal.SIGSTOP)  # as a frozen host, or a network that drops everything
+        try:
+            calling, called = in_thread(calls[call])
+            calling.join(seconds + MARGIN_SECONDS + 20)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        calling.join(10)
+        [(error, took)] = called
+        assert isinstance(error, MemoryStoreError), error
+        assert f"{call}() had no answer" in str(error) and "connects again" in str(error)
+        assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
+        assert ticket_ids(store.recall("C-1042")) == ["T-1"]  # on a new connection

@@ -1,10 +1,12 @@
-"""The SQLite backend: deleted rows leave the file; foreign, damaged or full files; first opens."""
+"""The SQLite backend: deleted rows leave the file; foreign, damaged or full files; first opens;
+one timeout for a forget's lock and checkpoint."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 import threading
+import time
 from contextlib import suppress
 from pathlib import Path
 
@@ -12,7 +14,15 @@ import pytest
 
 from memorybook.store import MemoryStoreError, SQLiteMemoryStore
 from memorybook.store.sqlite import explain_sqlite_error
-from tests.helpers import finish, make_memory, new_key, small_tmpfs, start_python
+from tests.helpers import (
+    MARGIN_SECONDS,
+    finish,
+    make_memory,
+    new_key,
+    small_tmpfs,
+    start_python,
+    ticket_ids,
+)
 
 
 def test_forgotten_ciphertext_is_not_left_in_sqlite_file(tmp_path: Path) -> None:
@@ -178,3 +188,28 @@ def test_a_fifo_in_place_of_the_database_or_its_key_file_is_refused_at_once(
     assert not hung, "opening the store waited on the FIFO"
     assert isinstance(outcome.get("error"), MemoryStoreError)
     assert str(fifo) in str(outcome["error"]) and "not a regular file" in str(outcome["error"])
+
+
+def test_a_sqlite_forget_waits_no_longer_than_its_timeout_in_all(tmp_path: Path) -> None:
+    """The lock's wait and the write-ahead log's checkpoint share one timeout."""
+    seconds = 2
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path, key=new_key(), timeout=seconds) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        reader = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            reader.execute("BEGIN")  # a snapshot from before the forget: it holds the log
+            reader.execute("SELECT COUNT(*) FROM memorybook_memories").fetchall()
+            writer.execute("BEGIN IMMEDIATE")
+            release = threading.Timer(1.8, lambda: writer.execute("COMMIT"))
+            release.start()
+            started = time.monotonic()
+            forgotten = store.forget("C-1042", "T-1")
+            took = time.monotonic() - started
+            release.join()
+        finally:
+            reader.close()
+            writer.close()
+    assert ticket_ids(forgotten) == ["T-1"]
+    assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
