@@ -1,5 +1,5 @@
-"""What the tests share besides their fixtures: notebooks, processes, scratch disks, and the
-memory store's memories, keys and backends.
+"""What the tests share besides their fixtures: notebooks, processes, fresh copies of notebook
+1's module, scratch disks, and the memory store's memories, keys and backends.
 
 Subprocess snippets import this module too, so what it imports stays light (pytest and nbformat
 only where used).
