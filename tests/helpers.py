@@ -73,7 +73,6 @@ def decode(link: str) -> tuple[dict, dict, dict]:
     return json.loads(share["documentText"]), json.loads(share["promptsText"]), share
 
 
-# One live call of notebook 1's ask(), printing the failure's explanation if it fails.
 def fresh_memory_system(monkeypatch, **env: str) -> ModuleType:
     """Notebook 1's module loaded anew in this process, as a fresh interpreter would have it,
     with `env` set, for the test's length.
