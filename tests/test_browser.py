@@ -11,7 +11,8 @@ notebook the page clears its outputs, runs all cells and checks that no cell err
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
 Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 5),
-but for the links LINKS_TO_UNRECORDED_CALLS counts.
+but for those the notebook's metadata counts (`"memorybook": {"links_to_unrecorded_calls": N}`:
+notebook 6's capped store, notebook 7's next steps, whose answers were never recorded).
 (A second Run All in the same kernel is checked in nbval's kernels: conftest.py's
 --run-cells-again.) The kernel is shut down and the tab closed before the next
 notebook; a screenshot of each notebook after its run goes to build/browser/.
@@ -54,9 +55,6 @@ RUN_SECONDS = 120  # bound on one Run All of one notebook
 STEP_SECONDS = 15  # bound on the small steps: rendering a cell, shutting a kernel down
 SHARE_PREFIX = "https://console.typesafe.ai/playground#share/"
 EXPECTED_LINKS = {"05_playground_links": 13}
-# Links that open calls the recording lacks, on purpose: notebook 6's capped store, and notebook
-# 7's next steps, whose answers were never recorded.
-LINKS_TO_UNRECORDED_CALLS = {"06_persistent_memory": 1, "07_next_steps": 12}
 TEXT_MIMES = ("text/plain", "text/markdown")
 
 
@@ -399,7 +397,7 @@ def markdown_problems(page, committed_cells: list[dict]) -> list[str]:
 
 def link_problems(page, path: Path, committed_cells: list[dict]) -> list[str]:
     """Every playground link of a Markdown output is an anchor to the committed target, and opens
-    a recorded call, but for the links LINKS_TO_UNRECORDED_CALLS counts."""
+    a recorded call, but for the links to unrecorded calls the notebook's metadata counts."""
     expected, hrefs, committed_targets = 0, [], []
     for index, cell in enumerate(committed_cells):
         markdown = [
@@ -430,6 +428,7 @@ def link_problems(page, path: Path, committed_cells: list[dict]) -> list[str]:
         if key not in recording:
             unrecorded.append(f"anchor {number} ({state.get('customer', {}).get('id')}, "
                               f"{state.get('ticket', {}).get('id')})")
-    if len(unrecorded) != LINKS_TO_UNRECORDED_CALLS.get(path.stem, 0):
+    counted = json.loads(path.read_text(encoding="utf-8"))["metadata"].get("memorybook", {})
+    if len(unrecorded) != counted.get("links_to_unrecorded_calls", 0):
         problems.append(f"playground links to calls that are not recorded: {unrecorded}")
     return problems

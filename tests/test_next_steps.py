@@ -268,6 +268,13 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
         assert share["selectedModels"] == [TYPESAFE_MODEL] and share["apiVersion"] == "v1"
 
 
+def test_notebook_7_names_in_its_metadata_the_recording_it_records_into():
+    from memorybook.next_steps import NEXT_STEPS_RECORDING
+
+    said = notebook("07")["metadata"]["memorybook"]["records_into"]
+    assert said == NEXT_STEPS_RECORDING.relative_to(REPO_ROOT / "notebooks").as_posix()
+
+
 def test_the_notebook_shows_no_next_step_answer_and_says_so():
     text = stdout_text(notebook("07"))
     assert text.count("Jev's answers to these requests are not in the recording") == 3

@@ -11,7 +11,7 @@ import tools.record
 from memorybook.config import RECORDING_PATH, REPO_ROOT, shown_path
 from tools.record.accept import accept, replay_check
 from tools.record.dry_run import dry_run
-from tools.record.run import OWN_RECORDING, record
+from tools.record.run import has_a_recording_of_its_own, record
 
 NEW_RECORDING = RECORDING_PATH.with_name("json_cache.new.json")
 RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
@@ -47,6 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     for path in notebooks or []:
         if not path.is_file() or path.suffix != ".ipynb":
             parser.error(f"no notebook at {shown_path(path)}")
-        if path.name in OWN_RECORDING:
+        if has_a_recording_of_its_own(path):
             parser.error(f"{path.name} records into a file of its own; `make record` skips it")
     return record(output, args.notebooks_out.resolve(), notebooks)

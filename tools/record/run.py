@@ -7,6 +7,7 @@ kernels are stopped, and one line says what failed, what the new recording keeps
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -25,11 +26,15 @@ from tools.stopping import in_background, stop_kernels, wait_for_all
 
 # tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
 # imports take over a second, which a dry run, a calls-only run and a stop need not pay.
-
-# Notebooks whose live calls go to a recording of their own (7: json_cache/next_steps.json).
-# A recording of the official calls does not run them: with a key they would ask new questions.
-OWN_RECORDING = {"07_next_steps.ipynb"}
 _STOPPED = threading.Event()  # set once a run was stopped
+
+
+def has_a_recording_of_its_own(notebook: Path) -> bool:
+    """Whether the notebook's live calls go to a recording of its own, as its metadata says
+    (`"memorybook": {"records_into": ...}`; notebook 7's is json_cache/next_steps.json). A
+    recording of the official calls does not run it: with a key it would ask new questions."""
+    metadata = json.loads(notebook.read_text(encoding="utf-8")).get("metadata", {})
+    return "records_into" in metadata.get("memorybook", {})
 
 
 class RecordingStopped(Exception):
@@ -82,7 +87,7 @@ def record(output: Path, notebooks_out: Path, notebooks: list[Path] | None = Non
 def notebooks_of_the_official_calls() -> list[Path]:
     from tools.execute import notebook_paths
 
-    return [path for path in notebook_paths() if path.name not in OWN_RECORDING]
+    return [path for path in notebook_paths() if not has_a_recording_of_its_own(path)]
 
 
 def start_notebooks(paths: list[Path], calls: Future, folder: Path) -> list[Future]:
