@@ -362,11 +362,14 @@ def test_accepting_without_a_new_recording_says_so_in_one_line(tmp_path, capsys)
     (["--calls-only", "notebooks/01_memory_system.ipynb"], "name notebooks or --calls-only"),
     (["notebooks/07_next_steps.ipynb"], "records into a file of its own"),
     (["notebooks/99_missing.ipynb"], "no notebook at notebooks/99_missing.ipynb"),
+    (["{tmp_path}/broken.ipynb"], "broken.ipynb is not a notebook that can be read"),
 ])
 def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, complaint,
                                                                      tmp_path, capsys):
     from tools.record.cli import main
 
+    (tmp_path / "broken.ipynb").write_text("not JSON", encoding="utf-8")
+    arguments = [argument.format(tmp_path=tmp_path) for argument in arguments]
     with pytest.raises(SystemExit) as stopped:
         main(["--output", str(tmp_path / "new.json"), *arguments])
     assert stopped.value.code == 2 and complaint in capsys.readouterr().err

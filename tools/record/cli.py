@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     for path in notebooks or []:
         if not path.is_file() or path.suffix != ".ipynb":
             parser.error(f"no notebook at {shown_path(path)}")
-        if has_a_recording_of_its_own(path):
+        try:
+            own = has_a_recording_of_its_own(path)
+        except (OSError, ValueError) as error:
+            parser.error(f"{shown_path(path)} is not a notebook that can be read: {error}")
+        if own:
             parser.error(f"{path.name} records into a file of its own; `make record` skips it")
     return record(output, args.notebooks_out.resolve(), notebooks)
