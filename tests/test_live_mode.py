@@ -26,7 +26,6 @@ from tests.helpers import (
     COMMITTED_RECORDING,
     RECORD,
     REPO_ROOT,
-    fresh_memory_system,
     one_live_call,
     record_arguments,
     run_python,
@@ -44,10 +43,7 @@ def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
 
 
 def live_memory_system(monkeypatch, base_url: str, recording: Path, **extra: str):
-    """Notebook 1's module, fresh in this process, live against `base_url`, into `recording`."""
-    return fresh_memory_system(monkeypatch, TYPESAFE_API_KEY=CANARY_KEY,
-                               TYPESAFE_ENDPOINT=base_url, MEMORYBOOK_LIVE_IN_CI="1",
-                               MEMORYBOOK_RECORDING=str(recording), **extra)
+    return helpers.live_memory_system(monkeypatch, base_url, CANARY_KEY, recording, **extra)
 
 
 def record_command(tmp_path: Path, calls_only: bool) -> list[str]:

@@ -22,10 +22,10 @@ from typesafe_sdk import Noul, TypeSafeError
 from memorybook.config import MAX_TIMEOUT_SECONDS, RECORDING_PATH
 from memorybook.live import AnswerRefusedError, CallTimeoutError, describe_api_failure
 from memorybook.transport import MAX_ANSWER_BYTES, collection_client
+from tests.helpers import MARGIN_SECONDS
 from tools.loopback_server import LoopbackSystemOne
 
 KEY = "canary-sk-4b1d9e7a2c6f8035"
-MARGIN_SECONDS = 1.0  # what a call may take beyond its deadline on a loaded 2-core machine
 QUESTIONS = {"yes": Noul(instructions="Is `ticket.subject` about billing?")}
 ANSWER = {"model": "jev-1.14.0", "usage": {}, "answers": {"yes": {"type": "noul", "noul": 0.25}}}
 Handler = Callable[[socket.socket, threading.Event], None]

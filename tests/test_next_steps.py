@@ -39,7 +39,6 @@ from tests.helpers import (
     LINK,
     REPO_ROOT,
     decode,
-    fresh_memory_system,
     fresh_module,
     markdown_outputs,
     notebook,
@@ -93,8 +92,7 @@ def run_live(server: LoopbackSystemOne, tmp_path: Path, monkeypatch,
     recordings.mkdir()
     official = recordings / "json_cache.json"
     shutil.copyfile(RECORDING_PATH, official)
-    fresh_memory_system(monkeypatch, TYPESAFE_API_KEY="dummy", TYPESAFE_ENDPOINT=server.base_url,
-                        MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(official))
+    helpers.live_memory_system(monkeypatch, server.base_url, "dummy", official)
     result = steps_used(fresh_module(monkeypatch, "memorybook.next_steps"))
     assert official.read_bytes() == COMMITTED_RECORDING, "the official recording was written"
     assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING
