@@ -27,7 +27,7 @@ from typesafe_sdk import Choice
 from memorybook.config import RECORDING_PATH
 from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import memory_ids_in
-from memorybook.replay import RecordingMissError
+from memorybook.replay import RECORD_COMMAND, RecordingMissError
 from tests.helpers import (
     NOTEBOOKS,
     REPO_ROOT,
@@ -224,7 +224,7 @@ def test_a_kernel_holding_extra_memories_is_told_to_restart(monkeypatch):
     state, questions, share = decode(miss.link)
     assert memory_ids_in(state) == ["T-101", "T-105", "T-101"]
     assert list(questions) == ["team"] and share["selectedModels"] == [TYPESAFE_MODEL]
-    assert "TYPESAFE_API_KEY=... make lab" in miss.how_to_record
+    assert RECORD_COMMAND in miss.how_to_record
 
 
 def test_a_call_that_misses_because_an_earlier_one_did_names_that_one(monkeypatch):

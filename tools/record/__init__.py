@@ -22,6 +22,7 @@ recording keeps (every one received before the stop) and how to resume.
     calls.py     the set of calls the collection makes (also what tools.build_recording runs)
     run.py       a live run: the calls, the notebooks on the new recording, stopping it cleanly
     dry_run.py   which calls a recording would send, and their cost
+    missing.py   the calls a recording lacks: the one list every command prints, and how to record
     report.py    the new recording against the published figures and the committed recording
     accept.py    the new recording replaces the committed one, with its provenance
 
