@@ -173,7 +173,8 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
     if theirs is _ABSENT or ours is _ABSENT:
         which = "has" if theirs is _ABSENT else "lacks"
         return f"The state {which} `{path.removeprefix('state.')}`, unlike the recorded call."
-    if isinstance(ours, str) and isinstance(theirs, str):  # from just before they differ
+    if isinstance(ours, str) and isinstance(theirs, str) and max(len(ours), len(theirs)) > 80:
+        # too long to show whole: from just before they differ
         start = max(0, len(os.path.commonprefix([ours, theirs])) - 20)
         ours, theirs = (text if start == 0 else "..." + text[start:] for text in (ours, theirs))
     return (f"`{path.removeprefix('state.')}` is {_short(ours)}; in the recorded call it is "
