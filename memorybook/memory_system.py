@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from cooksafe import JsonCache
+from cooksafe import JsonCache, make_playground_link
 from typesafe_sdk import Choice, Noul, NoulCriteria, SystemOneResponse, TypeSafeClient
 
 TYPESAFE_MODEL = "jev-1.14.0"  # pinned: the threshold below was tuned on this version
@@ -140,11 +140,16 @@ class NotInCacheError(LookupError):
 @json_cache
 def _system_one(model: str, state: str, questions: str) -> dict:
     """One System One request; the cache calls it only for answers it does not hold."""
-    if client is None:
+    if client is None:  # say why it most likely missed, and link to the call
+        link = make_playground_link(
+            json.loads(state), json.loads(questions), models=[model]
+        )
         raise NotInCacheError(
             f"{json_cache.path} has no answer to this call and TYPESAFE_API_KEY is not "
-            "set, so nothing was sent. Set the key to ask Jev; the answer is then "
-            "saved there."
+            "set, so nothing was sent. Likely cause: its ticket, question or memories "
+            "differ from every cached call's (an edit, or a new ticket). Set the key "
+            "to ask Jev and save the answer there, or open the call in the "
+            f"playground: {link}"
         )
     response = client.system_one(
         state=json.loads(state), questions=json.loads(questions), model=model

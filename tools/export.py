@@ -11,13 +11,14 @@ collection adds around them (its replaying client, the example data, demo helper
 
     python -m tools.export            # rewrite the modules
     python -m tools.export --check    # exit 1, naming the module, if one differs from its notebook
-    python -m tools.export --pattern  # print the pattern cells as one script
+    python -m tools.export --pattern  # print the pattern cells as one script, and an example
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import pprint
 import sys
 import textwrap
 from pathlib import Path
@@ -71,6 +72,20 @@ def pattern_script() -> str:
     return "\n\n\n".join(cells) + "\n"
 
 
+def pattern_example() -> str:
+    """What `make pattern` ends with: the wrapper called on notebook 1's first earlier ticket,
+    whose answers the recording holds, so that it runs as printed beside it with no key."""
+    from memorybook.memory_system import EARLIER
+
+    state = pprint.pformat(EARLIER[0], width=88, sort_dicts=False)  # the cache key's order
+    return (
+        "\n\n# An example: notebook 1's first earlier ticket. Beside its recording (in\n"
+        "# json_cache/json_cache.json) it runs with no key and prints the team Jev chose.\n"
+        f"state = {textwrap.indent(state, '        ').lstrip()}\n"
+        'print(ask_with_memory(state, ROUTE).answers["team"].choice)\n'
+    )
+
+
 def public_names(code: str) -> list[str]:
     """What the code defines at its top level for others to import: functions, classes and
     assigned names, in order, without the underscored ones and without what it imports."""
@@ -120,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the cells tagged `pattern` as one script; write nothing")
     args = parser.parse_args(argv)
     if args.pattern:
-        print(pattern_script(), end="")
+        print(pattern_script() + pattern_example(), end="")
         return 0
     stale = []
     for path, text in exported_modules().items():
