@@ -14,6 +14,7 @@ __all__ = [
 ]
 
 
+# notebooks/01_memory_system.ipynb, cell 2
 # pattern: the settings
 import json
 import os
@@ -27,6 +28,7 @@ REMEMBER_AT = 0.5  # save a ticket once P(lasting fact about the customer) reach
 MEMORY_KEY = "earlier_tickets_from_this_customer"  # where memories go in the state
 
 
+# notebooks/01_memory_system.ipynb, cell 4
 # The collection's client and cache, in place of the app's (tools/export.py says why). Both are
 # made at their first use: importing this module opens no file and starts no client.
 from memorybook.recording import open_recording
@@ -36,6 +38,7 @@ client = ClientOnFirstUse()
 json_cache = open_recording()  # $MEMORYBOOK_RECORDING, else the committed file
 
 
+# notebooks/01_memory_system.ipynb, cell 6
 DATA = {
     "customers": {
         "C-1042": {"id": "C-1042", "company": "Acme Corp"},
@@ -109,6 +112,7 @@ def later_state(customer_id: str, message_index: int) -> dict:
                         message["subject"], message["text"])
 
 
+# notebooks/01_memory_system.ipynb, cell 10
 # pattern: the question that routes a ticket
 ROUTE = {
     "team": Choice(
@@ -132,6 +136,7 @@ ROUTE = {
 }
 
 
+# notebooks/01_memory_system.ipynb, cell 12
 # pattern: ask(), cached
 class NotInCacheError(LookupError):
     """The cache has no answer to a call, and there is no key to ask Jev with."""
@@ -173,6 +178,7 @@ def ask(state: dict, questions: dict) -> SystemOneResponse:
     return SystemOneResponse.model_validate(answer)
 
 
+# notebooks/01_memory_system.ipynb, cell 16
 # pattern: a memory, and the gate that decides whether to keep it
 def answer_text(question, answer):
     """What an answer says in words: the chosen option's description, or the value."""
@@ -228,6 +234,7 @@ def worth_keeping(probability: float) -> bool:
     return probability >= REMEMBER_AT
 
 
+# notebooks/01_memory_system.ipynb, cell 18
 # pattern: each customer's memories, for as long as the process runs
 def ticket_id_of(memory: dict) -> str:
     """The id of the ticket a memory was made from."""
@@ -266,6 +273,7 @@ class InMemoryMemories:
 MEMORIES = InMemoryMemories()
 
 
+# notebooks/01_memory_system.ipynb, cell 20
 # pattern: ask_with_memory()
 class MissingCustomerIdError(ValueError):
     """The state has no `customer.id`: there is no customer to file memories under."""
@@ -306,6 +314,7 @@ def ask_with_memory(state: dict, questions: dict,
     return response
 
 
+# notebooks/01_memory_system.ipynb, cell 22
 PROBES = {"Slow dashboards": 0, "More seats": 2}  # sent after each earlier ticket
 
 
@@ -365,6 +374,7 @@ def probe_experiment(customers=tuple(CUSTOMERS), memories=MEMORIES) -> list[dict
     return answers
 
 
+# notebooks/01_memory_system.ipynb, cell 26
 EXPECTED_TEAM = DATA["expected_team"]  # customer id -> message subject -> team
 
 

@@ -1,7 +1,9 @@
 """Write the code a notebook teaches into the module the next notebooks import.
 
 A notebook names its module in its metadata (`"memorybook": {"exports_to": "memory_system"}`);
-its code cells tagged `pattern` or `export` are copied, in order, into `memorybook/<module>.py`. The
+its code cells tagged `pattern` or `export` are copied, in order, into `memorybook/<module>.py`,
+each under a comment naming its notebook and cell (`# notebooks/01_memory_system.ipynb, cell 12`,
+the index counted from 0 as nbdev does), so that a traceback's line leads back to the cell. The
 notebook stays the one place to read and edit that code; the module is generated and never edited
 by hand.
 
@@ -53,11 +55,19 @@ def tagged_cells(notebook: nbformat.NotebookNode, tags: set[str]) -> list[str]:
             if cell.cell_type == "code" and tags & set(cell.metadata.get("tags", []))]
 
 
-def module_cells(notebook: nbformat.NotebookNode) -> list[str]:
-    """The code a notebook's module holds: its exported cells, the app's client swapped."""
-    return [COLLECTION_CLIENT if APP_CLIENT_TAG in cell.metadata.get("tags", [])
-            else cell.source.strip()
-            for cell in notebook.cells
+def cell_marker(notebook_path: Path, index: int) -> str:
+    """The comment above each exported block, naming the cell it came from, as nbdev's exports
+    do: the notebook and the cell's index, counted from 0 over every cell, Markdown included."""
+    return f"# {notebook_path.relative_to(REPO_ROOT)}, cell {index}"
+
+
+def module_cells(notebook: nbformat.NotebookNode, notebook_path: Path) -> list[str]:
+    """The code a notebook's module holds: its exported cells, each under its cell's marker,
+    the app's client swapped."""
+    return [cell_marker(notebook_path, index) + "\n" + (
+                COLLECTION_CLIENT if APP_CLIENT_TAG in cell.metadata.get("tags", [])
+                else cell.source.strip())
+            for index, cell in enumerate(notebook.cells)
             if cell.cell_type == "code" and EXPORTED_TAGS & set(cell.metadata.get("tags", []))]
 
 
@@ -112,7 +122,7 @@ def exported_modules() -> dict[Path, str]:
         module = notebook.metadata.get("memorybook", {}).get("exports_to")
         if not module:
             continue
-        code = "\n\n\n".join(module_cells(notebook))
+        code = "\n\n\n".join(module_cells(notebook, notebook_path))
         # The notebook imports next to where a name is first used, so that a reader sees where
         # it comes from, and the module keeps that order; the app's client cell, which the module
         # replaces, leaves imports unused.
