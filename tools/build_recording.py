@@ -38,7 +38,7 @@ from memorybook.config import (
 from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import cache_key
 from memorybook.replay import RECORD_COMMAND
-from tools.record.calls import make_every_call
+from tools.record.every_call import make_every_call
 from tools.record.missing import describe_missing, missing_calls
 
 FIGURES_PATH = REPO_ROOT / "data" / "published_figures.csv"

@@ -17,7 +17,7 @@ in one line. A notebook saved by someone else while it ran is left as they saved
 
 from __future__ import annotations
 
-from tools.stopping import one_line_while_starting
+from tools.ctrl_c import one_line_while_starting
 
 if __name__ == "__main__":
     one_line_while_starting("make run stopped: interrupted (Ctrl-C) while starting; no notebook "
@@ -41,8 +41,8 @@ from nbclient.exceptions import CellExecutionError
 from memorybook.config import shown_path
 from memorybook.recording import write_text_atomically
 from memorybook_dev.kernels import use_unix_socket_kernels
+from tools.ctrl_c import in_background, stop_kernels, wait_for_all
 from tools.record.missing import describe_missing, missing_calls
-from tools.stopping import in_background, stop_kernels, wait_for_all
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"

@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
+from memorybook.api_errors import LiveCallFailed, describe_api_failure
 from memorybook.config import API_KEY_ENV, replay_only_reason
-from memorybook.live import LiveCallFailed, describe_api_failure
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key
 from memorybook.replay import explain_miss, read_threshold_from

@@ -90,7 +90,7 @@ def _replay_every_call() -> Replayed:
     """In the child: every call, customer by customer, each stopping at its first miss."""
     from memorybook import replay
     from memorybook.memory_system import CUSTOMERS, json_cache
-    from tools.record.calls import run_every_call
+    from tools.record.every_call import run_every_call
 
     replayed = Replayed()
     json_cache.note_lookups(lambda key, *_: replayed.lookups.append(key))

@@ -16,15 +16,15 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
+from memorybook.api_errors import describe_api_failure
 from memorybook.config import RECORDING_ENV, RECORDING_PATH, replay_only_reason, shown_path
-from memorybook.live import describe_api_failure
 from memorybook.recording import RecordingError, read_recording, stop_writing
 from memorybook.redaction import redact
 from memorybook.replay import RECORD_STEPS
-from tools.record.calls import run_every_call
+from tools.ctrl_c import in_background, stop_kernels, wait_for_all
+from tools.record.every_call import run_every_call
 from tools.record.missing import describe_missing, missing_calls
 from tools.record.report import compare
-from tools.stopping import in_background, stop_kernels, wait_for_all
 
 # tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
 # imports take over a second, which a dry run, a calls-only run and a stop need not pay.
