@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from memorybook.config import RECORDING_PATH
 from memorybook.replay import RECORD_COMMAND
 from tests.helpers import REPO_ROOT, copy_of_the_collection
 
@@ -25,6 +26,7 @@ NEW_TEXT = "How do I add a new admin?"
 THE_CALL = "the question 'team' about ticket T-101 ('Adding an admin') of customer C-1042"
 THE_CAUSE = ('`ticket.messages[0].text` is "...do I add a new admin?"; in the recorded call it '
              'is "...do I add a new admin user?". The input was edited')
+RECORDING = RECORDING_PATH.relative_to(REPO_ROOT)  # where a copy of the tree holds its recording
 RECORD_LINE = f"To record them: `{RECORD_COMMAND}`, read its report, then `make accept-recording`."
 
 
@@ -95,7 +97,7 @@ def test_make_run_on_a_missing_call_lists_it_and_changes_no_notebook(edited_tree
 
 
 def test_the_rebuild_refuses_an_edited_call_naming_the_same_command(edited_tree):
-    recording = edited_tree / "notebooks" / "json_cache"
+    recording = (edited_tree / RECORDING).parent
     before = {path.name: path.read_bytes() for path in recording.iterdir()}
     done = run(edited_tree, "-m", "tools.build_recording")
     assert done.returncode == 1
@@ -103,3 +105,14 @@ def test_the_rebuild_refuses_an_edited_call_naming_the_same_command(edited_tree)
     assert f"(`{RECORD_COMMAND}`)" in done.stderr.splitlines()[0]
     assert_lists_the_missing_call(done.stderr, "make recording")
     assert {path.name: path.read_bytes() for path in recording.iterdir()} == before
+
+
+def test_the_dry_run_on_a_recording_that_cannot_be_read_says_why_in_one_line(tmp_path):
+    copy = copy_of_the_collection(tmp_path / "copy")
+    shutil.copytree(REPO_ROOT / "tools", copy / "tools")
+    (copy / RECORDING).write_text('{"broken', encoding="utf-8")
+    done = run(copy, "-m", "tools.record", "--dry-run")
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"Dry run stopped: The recording {RECORDING} is not valid JSON"), (
+        done.stderr)

@@ -36,7 +36,7 @@ from memorybook.config import (
     REPO_ROOT,
 )
 from memorybook.memory_system import TYPESAFE_MODEL
-from memorybook.recording import cache_key
+from memorybook.recording import RecordingError, cache_key
 from memorybook.replay import RECORD_COMMAND
 from tools.record.every_call import make_every_call
 from tools.record.missing import describe_missing, missing_calls
@@ -279,8 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         recording, provenance = rebuild()
     except UnpublishedCallError as error:
         print(f"Not rebuilt: {error}", file=sys.stderr)
-        print("\n".join(describe_missing(missing_calls(RECORDING_PATH).missing, RECORDING_PATH)),
-              file=sys.stderr)
+        try:
+            listed = describe_missing(missing_calls(RECORDING_PATH).missing, RECORDING_PATH)
+        except RecordingError as unreadable:
+            listed = [str(unreadable)]
+        print("\n".join(listed), file=sys.stderr)
         return 1
     outputs = {RECORDING_PATH: recording, PROVENANCE_PATH: provenance}
     if args.check:

@@ -39,7 +39,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import shown_path
-from memorybook.recording import write_text_atomically
+from memorybook.recording import RecordingError, write_text_atomically
 from memorybook_dev.kernels import use_unix_socket_kernels
 from tools.ctrl_c import in_background, stop_kernels, wait_for_all
 from tools.record.missing import describe_missing, missing_calls
@@ -166,7 +166,10 @@ MISSES = ("RecordingMissError", "NotInCacheError")  # a call the recording lacks
 def stopped_by(path: Path, error: CellExecutionError) -> str:
     """What to print when a cell failed: for a call the recording lacks, every call it lacks
     (the list `make record-dry-run` prints) and the command that records them."""
-    missing = describe_missing(missing_calls().missing) if error.ename in MISSES else []
+    try:
+        missing = describe_missing(missing_calls().missing) if error.ename in MISSES else []
+    except RecordingError:  # the recording itself is damaged: the cell's error says how
+        missing = []
     if not missing:
         return f"{shown_path(path)} stopped with an error:\n{error}"
     return "\n".join([f"{shown_path(path)} stopped: it makes a call the recording lacks.",

@@ -18,13 +18,17 @@ from memorybook.config import (
     shown_path,
 )
 from memorybook.memory_system import TYPESAFE_MODEL
-from memorybook.recording import read_recording, recorded_calls
+from memorybook.recording import RecordingError, read_recording, recorded_calls
 from tools.record.missing import describe_missing, missing_calls
 
 
 def dry_run(output: Path) -> int:
     """Replay the calls from the committed recording and list the ones the new one lacks."""
-    replayed = missing_calls(RECORDING_PATH)
+    try:
+        replayed = missing_calls(RECORDING_PATH)
+    except RecordingError as error:
+        print(f"Dry run stopped: {error}", file=sys.stderr)
+        return 1
     if replayed.missing:
         print("\n".join(describe_missing(replayed.missing, RECORDING_PATH)), file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ from memorybook.config import (
     recording_path,
     shown_path,
 )
+from memorybook.recording import RecordingError
 from memorybook.replay import RECORD_STEPS
 
 
@@ -54,15 +55,19 @@ def missing_calls(recording: Path | None = None) -> Replayed:
     child process with no key; return the keys looked up and the calls the recording lacks.
 
     Each customer's calls stop at that customer's first miss: the calls after it depend on its
-    answer, which only Jev can give.
+    answer, which only Jev can give. A recording that cannot be replayed at all (unreadable, a
+    damaged entry) raises RecordingError with its own message.
     """
     env = {name: value for name, value in os.environ.items() if name != API_KEY_ENV}
     env[RECORDING_ENV] = str((recording or recording_path()).resolve())
     child = subprocess.run([sys.executable, "-m", "tools.record.missing"], cwd=REPO_ROOT,
                            env=env, capture_output=True, text=True, timeout=600)
-    if child.returncode != 0:
-        raise RuntimeError(f"replaying the collection's calls failed:\n{child.stderr.strip()}")
-    found = json.loads(child.stdout.strip().splitlines()[-1])
+    lines = child.stdout.strip().splitlines()
+    found = json.loads(lines[-1]) if child.returncode == 0 and lines else {}
+    if "error" in found or "missing" not in found:
+        last = (child.stderr.strip().splitlines() or ["it exited with no message"])[-1]
+        raise RecordingError(found.get("error") or f"Replaying the collection's calls failed: "
+                                                   f"{last}")
     return Replayed(found["lookups"], [MissingCall(**miss) for miss in found["missing"]])
 
 
@@ -119,6 +124,10 @@ def _tokens_per_byte() -> float:
 
 if __name__ == "__main__":
     os.environ.pop(API_KEY_ENV, None)  # never sends: a miss is noted, not asked
-    replayed = _replay_every_call()
-    print(json.dumps({"lookups": replayed.lookups,
-                      "missing": [vars(miss) for miss in replayed.missing]}))
+    try:
+        replayed = _replay_every_call()
+    except RecordingError as error:  # the file itself: its message says what is wrong
+        print(json.dumps({"error": str(error)}))
+    else:
+        print(json.dumps({"lookups": replayed.lookups,
+                          "missing": [vars(miss) for miss in replayed.missing]}))

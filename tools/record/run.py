@@ -53,7 +53,11 @@ def record(output: Path, notebooks_out: Path, notebooks: list[Path] | None = Non
     reason = replay_only_reason()
     if reason is not None:
         print(f"Recording needs a live client, but {reason}. Nothing was sent.", file=sys.stderr)
-        missing = missing_calls(RECORDING_PATH).missing
+        try:
+            missing = missing_calls(RECORDING_PATH).missing
+        except RecordingError as error:
+            print(error, file=sys.stderr)
+            return 2
         print("\n".join(describe_missing(missing, RECORDING_PATH) or [
             f"{shown_path(RECORDING_PATH)} holds every call the collection makes, so `make run` "
             f"replays them all. To record them again: {RECORD_STEPS}."]), file=sys.stderr)
