@@ -29,7 +29,7 @@ from tools.loopback_server import LoopbackSystemOne
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CALLS_ONLY = """
 import sys
-from tools.record.calls import run_every_call
+from tools.record.every_call import run_every_call
 for group in sys.argv[1:]:
     run_every_call(group.split(","))
 """

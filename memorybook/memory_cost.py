@@ -10,6 +10,7 @@ __all__ = [
 ]
 
 
+# notebooks/08_memory_cost.ipynb, cell 2
 import json
 
 from memorybook.config import input_cost_usd
@@ -23,6 +24,7 @@ REPORTED_INPUT_TOKENS = (
 KEPT_WHEN_SELECTING = 2  # assumed: like C-1042, two memories bear on a ticket
 
 
+# notebooks/08_memory_cost.ipynb, cell 4
 def request_bytes(state: dict, questions: dict) -> int:
     """The size of a request: its state and questions JSON, exactly as ask() writes
     them."""
@@ -46,6 +48,7 @@ def fit_tokens_per_byte(requests: list[tuple[str, str]]) -> float:
     )
 
 
+# notebooks/08_memory_cost.ipynb, cell 8
 def shaped_like(examples: list[dict], n: int, customer: str) -> list[dict]:
     """n memories of one customer: the example memories in turn, each under its own
     ticket id."""

@@ -14,12 +14,13 @@ __all__ = [
 ]
 
 
+# notebooks/01_memory_system.ipynb, cell 2
 # pattern: the settings
 import json
 import os
 from pathlib import Path
 
-from cooksafe import JsonCache
+from cooksafe import JsonCache, make_playground_link
 from typesafe_sdk import Choice, Noul, NoulCriteria, SystemOneResponse, TypeSafeClient
 
 TYPESAFE_MODEL = "jev-1.14.0"  # pinned: the threshold below was tuned on this version
@@ -27,6 +28,7 @@ REMEMBER_AT = 0.5  # save a ticket once P(lasting fact about the customer) reach
 MEMORY_KEY = "earlier_tickets_from_this_customer"  # where memories go in the state
 
 
+# notebooks/01_memory_system.ipynb, cell 4
 # The collection's client and cache, in place of the app's (tools/export.py says why). Both are
 # made at their first use: importing this module opens no file and starts no client.
 from memorybook.recording import open_recording
@@ -36,6 +38,7 @@ client = ClientOnFirstUse()
 json_cache = open_recording()  # $MEMORYBOOK_RECORDING, else the committed file
 
 
+# notebooks/01_memory_system.ipynb, cell 6
 DATA = {
     "customers": {
         "C-1042": {"id": "C-1042", "company": "Acme Corp"},
@@ -109,6 +112,7 @@ def later_state(customer_id: str, message_index: int) -> dict:
                         message["subject"], message["text"])
 
 
+# notebooks/01_memory_system.ipynb, cell 10
 # pattern: the question that routes a ticket
 ROUTE = {
     "team": Choice(
@@ -132,6 +136,7 @@ ROUTE = {
 }
 
 
+# notebooks/01_memory_system.ipynb, cell 12
 # pattern: ask(), cached
 class NotInCacheError(LookupError):
     """The cache has no answer to a call, and there is no key to ask Jev with."""
@@ -140,11 +145,16 @@ class NotInCacheError(LookupError):
 @json_cache
 def _system_one(model: str, state: str, questions: str) -> dict:
     """One System One request; the cache calls it only for answers it does not hold."""
-    if client is None:
+    if client is None:  # say why it most likely missed, and link to the call
+        link = make_playground_link(
+            json.loads(state), json.loads(questions), models=[model]
+        )
         raise NotInCacheError(
             f"{json_cache.path} has no answer to this call and TYPESAFE_API_KEY is not "
-            "set, so nothing was sent. Set the key to ask Jev; the answer is then "
-            "saved there."
+            "set, so nothing was sent. Likely cause: its ticket, question or memories "
+            "differ from every cached call's (an edit, or a new ticket). Set the key "
+            "to ask Jev and save the answer there, or open the call in the "
+            f"playground: {link}"
         )
     response = client.system_one(
         state=json.loads(state), questions=json.loads(questions), model=model
@@ -168,6 +178,7 @@ def ask(state: dict, questions: dict) -> SystemOneResponse:
     return SystemOneResponse.model_validate(answer)
 
 
+# notebooks/01_memory_system.ipynb, cell 16
 # pattern: a memory, and the gate that decides whether to keep it
 def answer_text(question, answer):
     """What an answer says in words: the chosen option's description, or the value."""
@@ -223,6 +234,7 @@ def worth_keeping(probability: float) -> bool:
     return probability >= REMEMBER_AT
 
 
+# notebooks/01_memory_system.ipynb, cell 18
 # pattern: each customer's memories, for as long as the process runs
 def ticket_id_of(memory: dict) -> str:
     """The id of the ticket a memory was made from."""
@@ -261,6 +273,7 @@ class InMemoryMemories:
 MEMORIES = InMemoryMemories()
 
 
+# notebooks/01_memory_system.ipynb, cell 20
 # pattern: ask_with_memory()
 class MissingCustomerIdError(ValueError):
     """The state has no `customer.id`: there is no customer to file memories under."""
@@ -301,6 +314,7 @@ def ask_with_memory(state: dict, questions: dict,
     return response
 
 
+# notebooks/01_memory_system.ipynb, cell 22
 PROBES = {"Slow dashboards": 0, "More seats": 2}  # sent after each earlier ticket
 
 
@@ -360,6 +374,7 @@ def probe_experiment(customers=tuple(CUSTOMERS), memories=MEMORIES) -> list[dict
     return answers
 
 
+# notebooks/01_memory_system.ipynb, cell 26
 EXPECTED_TEAM = DATA["expected_team"]  # customer id -> message subject -> team
 
 

@@ -13,6 +13,7 @@ __all__ = [
 ]
 
 
+# notebooks/07_next_steps.ipynb, cell 2
 import json
 import os
 from collections.abc import Callable
@@ -95,6 +96,7 @@ def answers_note() -> str:
     )
 
 
+# notebooks/07_next_steps.ipynb, cell 8
 RELEVANT = {
     "relevant": Noul(
         instructions=(
@@ -152,6 +154,7 @@ def ask_with_relevant_memory(
     return response
 
 
+# notebooks/07_next_steps.ipynb, cell 16
 SUPERSEDES = {
     "supersedes": Noul(
         instructions=(
@@ -203,6 +206,7 @@ def save_replacing(
     return forgotten
 
 
+# notebooks/07_next_steps.ipynb, cell 22
 def routing_reply(response: SystemOneResponse, memories_sent: list[dict]) -> str:
     """What the example app tells the customer once a ticket is routed: the team,
     unless the route may rest on a memory the routing request carried."""
@@ -251,6 +255,7 @@ def ask_remembering_replies(
     return response
 
 
+# notebooks/07_next_steps.ipynb, cell 30
 MISLEADING_COST = (
     2.0  # assumed: a memory that should not be there misroutes every later ticket
 )

@@ -11,6 +11,7 @@ this process met before), a playground link to exactly that call, and how to rec
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 
@@ -33,18 +34,24 @@ from memorybook.recording import (
     ticket_of,
 )
 
+# The one command that records the calls a recording lacks, named by every message about a miss
+# (the kernels', `make run`'s, `make record-dry-run`'s, a keyless `make record`'s, the rebuild's).
+RECORD_COMMAND = f"{API_KEY_ENV}=... make record"
+RECORD_STEPS = f"`{RECORD_COMMAND}`, read its report, then `make accept-recording`"
+
 
 class RecordingMissError(RecordingError):
     """A call that is not in the recording, made while only replaying is allowed.
 
     `summary`, `reasons`, `link` and `how_to_record` are the parts of the message; `call` names
-    the call in a reader's words.
+    the call in a reader's words; `request` is what it asks (model, state, questions).
     """
 
     def __init__(self, summary: str, reasons: list[str], link: str, how_to_record: str,
-                 call: str = "") -> None:
+                 call: str = "", request: dict | None = None) -> None:
         self.summary, self.reasons, self.link, self.how_to_record, self.call = (
             summary, reasons, link, how_to_record, call)
+        self.request = request or {}
         super().__init__("\n".join([
             summary, *(f"- {reason}" for reason in reasons), how_to_record,
             f"Ask Jev this exact call in the TypeSafe playground: {link}",
@@ -101,6 +108,7 @@ def explain_miss(body: dict, reason: str) -> RecordingMissError:
         f"The recording {shown_path(recording_path())} has no answer to this call: {call}. "
         f"Nothing was sent, and the recording is unchanged.",
         reasons, link, how_to_record(reason), call,
+        {"model": model, "state": state, "questions": questions},
     )
     MISSES_SO_FAR.append(miss)
     return miss
@@ -114,8 +122,8 @@ def likely_reasons(state, questions: dict, model: str | None,
     if key in recorded:
         return [f"The collection makes this call, but {shown_path(recording_path())} lacks its "
                 f"answer: the file was changed or replaced. Restore it (`git checkout -- "
-                f"notebooks/json_cache/json_cache.json`) or record the collection again "
-                f"(`make record`)."]
+                f"{shown_path(recording_path())}`) or record the collection again "
+                f"(`{RECORD_COMMAND}`)."]
     ticket_id = ticket_of(state).get("id")
     alike = [request for request in recorded.values()
              if ticket_of(request["state"]).get("id") == ticket_id
@@ -165,6 +173,10 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
     if theirs is _ABSENT or ours is _ABSENT:
         which = "has" if theirs is _ABSENT else "lacks"
         return f"The state {which} `{path.removeprefix('state.')}`, unlike the recorded call."
+    if isinstance(ours, str) and isinstance(theirs, str) and max(len(ours), len(theirs)) > 80:
+        # too long to show whole: from just before they differ
+        start = max(0, len(os.path.commonprefix([ours, theirs])) - 20)
+        ours, theirs = (text if start == 0 else "..." + text[start:] for text in (ours, theirs))
     return (f"`{path.removeprefix('state.')}` is {_short(ours)}; in the recorded call it is "
             f"{_short(theirs)}. The input was edited (notebook 1's DATA or a cell).")
 
@@ -207,9 +219,8 @@ def threshold_in_use() -> float | None:
 def how_to_record(reason: str) -> str:
     if reason.startswith("CI"):
         return "CI never calls the API (CI is set): record on your own machine, outside CI."
-    return (f"To record it: start JupyterLab (or Python) with {API_KEY_ENV} in its environment, "
-            f"for example `{API_KEY_ENV}=... make lab`, and run the cell again: the answer is "
-            f"then added to {shown_path(recording_path())}.")
+    return (f"To record it: {RECORD_STEPS} (`make record-dry-run` lists every call the "
+            f"recording lacks, with no key).")
 
 
 def _short(value) -> str:

@@ -27,6 +27,7 @@ from email.utils import parsedate_to_datetime
 import httpx2
 from typesafe_sdk import RetryPolicy, TypeSafeClient
 
+from memorybook.api_errors import AnswerRefusedError, CallTimeoutError, PlainHttpRefusedError
 from memorybook.config import (
     ALLOW_PLAIN_HTTP_ENV,
     API_KEY_ENV,
@@ -35,7 +36,6 @@ from memorybook.config import (
     replay_only_reason,
     timeout_seconds,
 )
-from memorybook.live import AnswerRefusedError, CallTimeoutError, PlainHttpRefusedError
 from memorybook.redaction import redact_key
 from memorybook.replay import ReplayOnlyTransport
 

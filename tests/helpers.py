@@ -121,7 +121,7 @@ def one_live_call(memory_system: ModuleType) -> str:
     """Route ticket T-201 through `memory_system`; what a failure of the API says, else ""."""
     from typesafe_sdk import TypeSafeError
 
-    from memorybook.live import describe_api_failure
+    from memorybook.api_errors import describe_api_failure
 
     try:
         memory_system.ask(memory_system.later_state("C-1042", 0), memory_system.ROUTE)

@@ -20,7 +20,15 @@ import nbformat
 from nbclient import NotebookClient
 
 from memorybook.config import RECORDING_PATH
-from tests.helpers import COMMITTED_RECORDING, NOTEBOOKS, REPO_ROOT, notebook, stdout_text
+from tests.helpers import (
+    COMMITTED_RECORDING,
+    NOTEBOOKS,
+    REPO_ROOT,
+    decode,
+    fresh_memory_system,
+    notebook,
+    stdout_text,
+)
 from tools.export import pattern_script
 from tools.loopback_server import LoopbackSystemOne
 
@@ -110,9 +118,39 @@ def test_without_a_key_a_call_the_cache_lacks_stops_at_once_naming_key_and_file(
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("NotInCacheError: json_cache/json_cache.json has no answer")
     assert "TYPESAFE_API_KEY is not set" in last and "nothing was sent" in last
+    assert "Likely cause: its ticket, question or memories differ" in last, (
+        "the pattern's NotInCacheError (notebook 1's `ask(), cached` cell) must name the likely "
+        f"cause: {last}")
+    [link] = re.findall(r"https://console\.typesafe\.ai/playground#share/\S+", last) or [None]
+    assert link, f"the pattern's miss must print the call's playground link: {last}"
+    state, questions, share = decode(link)
+    assert state["ticket"]["id"] == "R-1" and list(questions) == ["team"], (
+        "the link must open exactly the call that missed")
+    assert share["selectedModels"] == ["jev-1.14.0"]
     assert len(result.stderr.splitlines()) <= 16, result.stderr
     assert "httpx" not in result.stderr and "typesafe_sdk" not in result.stderr
     assert sorted(p.name for p in folder.iterdir()) == ["app.py"], "nothing was written"
+
+
+def test_make_pattern_ends_with_an_example_that_runs_as_printed_beside_the_recording(
+        tmp_path, monkeypatch):
+    printed = subprocess.run([sys.executable, "-m", "tools.export", "--pattern"],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    last = printed.stdout.rstrip().splitlines()[-1]
+    assert last == 'print(ask_with_memory(state, ROUTE).answers["team"].choice)', (
+        f"`make pattern` must end with an example of calling the wrapper (pattern_example() in "
+        f"tools/export.py); it ends with {last!r}")
+    folder = tmp_path / "app"
+    (folder / "json_cache").mkdir(parents=True)
+    shutil.copyfile(RECORDING_PATH, folder / "json_cache" / "json_cache.json")
+    (folder / "app.py").write_text(printed.stdout, encoding="utf-8")
+    result = run_app(folder)
+    assert result.returncode == 0, f"`make pattern`'s example fails as printed:\n{result.stderr}"
+    notebook_1 = fresh_memory_system(monkeypatch)
+    recorded = notebook_1.ask(notebook_1.EARLIER[0], notebook_1.ROUTE).answers["team"].choice
+    assert result.stdout == f"{recorded}\n"
+    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING
 
 
 def test_with_a_key_each_answer_is_kept_in_a_cache_the_app_did_not_have(tmp_path):

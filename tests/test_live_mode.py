@@ -185,7 +185,7 @@ def test_an_interrupted_recording_keeps_every_answer_so_far_and_resumes(tmp_path
 
 WRITE_ONE_CUSTOMER = textwrap.dedent("""
     import sys
-    from tools.record.calls import run_every_call
+    from tools.record.every_call import run_every_call
     run_every_call([sys.argv[1]])
 """)
 

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 import pytest
 from typesafe_sdk import Noul, TypeSafeError
 
+from memorybook.api_errors import AnswerRefusedError, CallTimeoutError, describe_api_failure
 from memorybook.config import MAX_TIMEOUT_SECONDS, RECORDING_PATH
-from memorybook.live import AnswerRefusedError, CallTimeoutError, describe_api_failure
 from memorybook.transport import MAX_ANSWER_BYTES, collection_client
 from tests.helpers import MARGIN_SECONDS
 from tools.loopback_server import LoopbackSystemOne

@@ -27,7 +27,7 @@ from typesafe_sdk import Choice
 from memorybook.config import RECORDING_PATH
 from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import memory_ids_in
-from memorybook.replay import RecordingMissError
+from memorybook.replay import RECORD_COMMAND, RecordingMissError
 from tests.helpers import (
     NOTEBOOKS,
     REPO_ROOT,
@@ -187,6 +187,53 @@ def test_a_threshold_assigned_where_it_would_change_nothing_is_refused_saying_wh
     assert len(error.traceback) <= 2, "the message alone, not a traceback"
 
 
+def first_error(notebook: nbformat.NotebookNode, folder: Path, cells: int):
+    """Run the notebook's first `cells` code cells in a collection kernel working in `folder`;
+    (index of the cell that failed, its error output), or None when none failed."""
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(folder)}})
+    code = [index for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+    with client.setup_kernel():
+        for index in code[:cells]:
+            try:
+                client.execute_cell(notebook.cells[index], index)
+            except CellExecutionError:
+                return index, next(o for o in notebook.cells[index].outputs
+                                   if o.output_type == "error")
+    return None
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda path: path.name[:2])
+def test_a_threshold_assigned_in_the_cell_that_imports_notebook_1s_code_is_refused(path):
+    notebook = nbformat.read(path, as_version=4)
+    first = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    first.source += "\nREMEMBER_AT = 0.3"
+    failed = first_error(notebook, path.parent, cells=1)
+    assert failed is not None, (
+        f"REMEMBER_AT = 0.3 in {path.name}'s first cell ran and changed nothing: the kernel "
+        "set-up (dev/memorybook_dev/collection_kernel.py) must refuse it there too")
+    _, error = failed
+    assert error.ename == "SettingHasNoEffectError", error
+    assert "memorybook.memory_system.REMEMBER_AT = ..." in error.evalue
+    assert "Nothing in this cell was run" in error.evalue
+
+
+def test_a_threshold_set_in_a_cell_before_notebook_1s_code_is_imported_is_refused_there():
+    notebook = nbformat.read(NOTEBOOKS[1], as_version=4)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell("REMEMBER_AT = 0.3"))
+    failed = first_error(notebook, NOTEBOOKS[1].parent, cells=2)
+    assert failed is not None, (
+        "REMEMBER_AT = 0.3 in a cell before notebook 2's import changed nothing, silently: "
+        "the cell that imports memorybook.memory_system must be refused, saying so")
+    index, error = failed
+    assert notebook.cells[index].source.startswith("from memorybook.memory_system import"), (
+        "the cell refused must be the one that imports notebook 1's code")
+    assert error.ename == "SettingHasNoEffectError", error
+    assert "REMEMBER_AT in an earlier cell of this kernel would change nothing" in error.evalue
+    assert "`del REMEMBER_AT`" in error.evalue
+
+
 def test_setting_the_threshold_where_notebook_2_says_changes_what_the_wrapper_keeps(
         monkeypatch):
     kept = {}
@@ -224,7 +271,7 @@ def test_a_kernel_holding_extra_memories_is_told_to_restart(monkeypatch):
     state, questions, share = decode(miss.link)
     assert memory_ids_in(state) == ["T-101", "T-105", "T-101"]
     assert list(questions) == ["team"] and share["selectedModels"] == [TYPESAFE_MODEL]
-    assert "TYPESAFE_API_KEY=... make lab" in miss.how_to_record
+    assert RECORD_COMMAND in miss.how_to_record
 
 
 def test_a_call_that_misses_because_an_earlier_one_did_names_that_one(monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
 from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import RecordingError, leaf_values, read_recording
-from memorybook.replay import RecordingMissError
+from memorybook.replay import RECORD_COMMAND, RecordingMissError
 from tests.helpers import REPO_ROOT, copy_of_the_collection, fresh_memory_system
 
 ENTRIES = read_recording(RECORDING_PATH)
@@ -113,7 +113,7 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
     assert "about ticket T-201 ('Slow dashboards, again') of customer C-1042" in message
     assert '`ticket.subject` is "Slow dashboards, again"' in message
     assert "https://console.typesafe.ai/playground#share/" in message
-    how = "CI never calls the API" if env else "TYPESAFE_API_KEY=... make lab"
+    how = "CI never calls the API" if env else RECORD_COMMAND
     assert how in message
     printed = capfd.readouterr()
     assert "sk-test" not in message + printed.out + printed.err

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from typesafe_sdk import TypeSafeAPIConnectionError
 
+from memorybook.api_errors import describe_api_failure
 from memorybook.config import RECORDING_PATH
-from memorybook.live import describe_api_failure
 from memorybook.recording import RecordingError
 from memorybook.redaction import redact
 from tests import helpers

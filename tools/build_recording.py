@@ -36,8 +36,10 @@ from memorybook.config import (
     REPO_ROOT,
 )
 from memorybook.memory_system import TYPESAFE_MODEL
-from memorybook.recording import cache_key
-from tools.record.calls import make_every_call
+from memorybook.recording import RecordingError, cache_key
+from memorybook.replay import RECORD_COMMAND
+from tools.record.every_call import make_every_call
+from tools.record.missing import describe_missing, missing_calls
 
 FIGURES_PATH = REPO_ROOT / "data" / "published_figures.csv"
 OFFICIAL_KEYS_PATH = REPO_ROOT / "data" / "official_keys.txt"
@@ -180,7 +182,7 @@ def rebuild() -> tuple[str, str]:
                 f"does: its request (model, state or questions) differs from the one the "
                 f"published figures belong to (its key {key[:12]}... is not in "
                 f"{OFFICIAL_KEYS_PATH.relative_to(REPO_ROOT)}). Nothing was written; restore "
-                f"the official wording, or record that call live (`make record`).")
+                f"the official wording, or record the calls live (`{RECORD_COMMAND}`).")
         question_id, question = next(iter(body["questions"].items()))
         if question_id == "team":
             answer, fields = fill_choice(list(question["criteria"]), row, default_route)
@@ -277,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         recording, provenance = rebuild()
     except UnpublishedCallError as error:
         print(f"Not rebuilt: {error}", file=sys.stderr)
+        try:
+            listed = describe_missing(missing_calls(RECORDING_PATH).missing, RECORDING_PATH)
+        except RecordingError as unreadable:
+            listed = [str(unreadable)]
+        print("\n".join(listed), file=sys.stderr)
         return 1
     outputs = {RECORDING_PATH: recording, PROVENANCE_PATH: provenance}
     if args.check:

@@ -17,7 +17,7 @@ in one line. A notebook saved by someone else while it ran is left as they saved
 
 from __future__ import annotations
 
-from tools.stopping import one_line_while_starting
+from tools.ctrl_c import one_line_while_starting
 
 if __name__ == "__main__":
     one_line_while_starting("make run stopped: interrupted (Ctrl-C) while starting; no notebook "
@@ -39,9 +39,10 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import shown_path
-from memorybook.recording import write_text_atomically
+from memorybook.recording import RecordingError, write_text_atomically
 from memorybook_dev.kernels import use_unix_socket_kernels
-from tools.stopping import in_background, stop_kernels, wait_for_all
+from tools.ctrl_c import in_background, stop_kernels, wait_for_all
+from tools.record.missing import describe_missing, missing_calls
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 130
         except CellExecutionError as error:
-            print(f"{shown_path(path)} stopped with an error:\n{error}", file=sys.stderr)
+            print(stopped_by(path, error), file=sys.stderr)
             return 1
         except OSError as error:
             print(f"Could not write {shown_path(path)}: {error.strerror or error}. It is "
@@ -157,6 +158,22 @@ def main(argv: list[str] | None = None) -> int:
     if headlines:
         print("\nHeadline results:\n  " + "\n  ".join(dict.fromkeys(headlines)))
     return 1 if edited else 0
+
+
+MISSES = ("RecordingMissError", "NotInCacheError")  # a call the recording lacks, as cells name it
+
+
+def stopped_by(path: Path, error: CellExecutionError) -> str:
+    """What to print when a cell failed: for a call the recording lacks, every call it lacks
+    (the list `make record-dry-run` prints) and the command that records them."""
+    try:
+        missing = describe_missing(missing_calls().missing) if error.ename in MISSES else []
+    except RecordingError:  # the recording itself is damaged: the cell's error says how
+        missing = []
+    if not missing:
+        return f"{shown_path(path)} stopped with an error:\n{error}"
+    return "\n".join([f"{shown_path(path)} stopped: it makes a call the recording lacks.",
+                      *missing])
 
 
 def _read_or_none(path: Path) -> bytes | None:

@@ -1,7 +1,9 @@
 """Write the code a notebook teaches into the module the next notebooks import.
 
 A notebook names its module in its metadata (`"memorybook": {"exports_to": "memory_system"}`);
-its code cells tagged `pattern` or `export` are copied, in order, into `memorybook/<module>.py`. The
+its code cells tagged `pattern` or `export` are copied, in order, into `memorybook/<module>.py`,
+each under a comment naming its notebook and cell (`# notebooks/01_memory_system.ipynb, cell 12`,
+the index counted from 0 as nbdev does), so that a traceback's line leads back to the cell. The
 notebook stays the one place to read and edit that code; the module is generated and never edited
 by hand.
 
@@ -11,13 +13,14 @@ collection adds around them (its replaying client, the example data, demo helper
 
     python -m tools.export            # rewrite the modules
     python -m tools.export --check    # exit 1, naming the module, if one differs from its notebook
-    python -m tools.export --pattern  # print the pattern cells as one script
+    python -m tools.export --pattern  # print the pattern cells as one script, and an example
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import pprint
 import sys
 import textwrap
 from pathlib import Path
@@ -52,11 +55,19 @@ def tagged_cells(notebook: nbformat.NotebookNode, tags: set[str]) -> list[str]:
             if cell.cell_type == "code" and tags & set(cell.metadata.get("tags", []))]
 
 
-def module_cells(notebook: nbformat.NotebookNode) -> list[str]:
-    """The code a notebook's module holds: its exported cells, the app's client swapped."""
-    return [COLLECTION_CLIENT if APP_CLIENT_TAG in cell.metadata.get("tags", [])
-            else cell.source.strip()
-            for cell in notebook.cells
+def cell_marker(notebook_path: Path, index: int) -> str:
+    """The comment above each exported block, naming the cell it came from, as nbdev's exports
+    do: the notebook and the cell's index, counted from 0 over every cell, Markdown included."""
+    return f"# {notebook_path.relative_to(REPO_ROOT)}, cell {index}"
+
+
+def module_cells(notebook: nbformat.NotebookNode, notebook_path: Path) -> list[str]:
+    """The code a notebook's module holds: its exported cells, each under its cell's marker,
+    the app's client swapped."""
+    return [cell_marker(notebook_path, index) + "\n" + (
+                COLLECTION_CLIENT if APP_CLIENT_TAG in cell.metadata.get("tags", [])
+                else cell.source.strip())
+            for index, cell in enumerate(notebook.cells)
             if cell.cell_type == "code" and EXPORTED_TAGS & set(cell.metadata.get("tags", []))]
 
 
@@ -69,6 +80,20 @@ def pattern_script() -> str:
     cells = [source for _, notebook in notebooks()
              for source in tagged_cells(notebook, {"pattern"})]
     return "\n\n\n".join(cells) + "\n"
+
+
+def pattern_example() -> str:
+    """What `make pattern` ends with: the wrapper called on notebook 1's first earlier ticket,
+    whose answers the recording holds, so that it runs as printed beside it with no key."""
+    from memorybook.memory_system import EARLIER
+
+    state = pprint.pformat(EARLIER[0], width=88, sort_dicts=False)  # the cache key's order
+    return (
+        "\n\n# An example: notebook 1's first earlier ticket. Beside its recording (in\n"
+        "# json_cache/json_cache.json) it runs with no key and prints the team Jev chose.\n"
+        f"state = {textwrap.indent(state, '        ').lstrip()}\n"
+        'print(ask_with_memory(state, ROUTE).answers["team"].choice)\n'
+    )
 
 
 def public_names(code: str) -> list[str]:
@@ -97,7 +122,7 @@ def exported_modules() -> dict[Path, str]:
         module = notebook.metadata.get("memorybook", {}).get("exports_to")
         if not module:
             continue
-        code = "\n\n\n".join(module_cells(notebook))
+        code = "\n\n\n".join(module_cells(notebook, notebook_path))
         # The notebook imports next to where a name is first used, so that a reader sees where
         # it comes from, and the module keeps that order; the app's client cell, which the module
         # replaces, leaves imports unused.
@@ -120,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the cells tagged `pattern` as one script; write nothing")
     args = parser.parse_args(argv)
     if args.pattern:
-        print(pattern_script(), end="")
+        print(pattern_script() + pattern_example(), end="")
         return 0
     stale = []
     for path, text in exported_modules().items():

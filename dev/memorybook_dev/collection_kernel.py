@@ -17,14 +17,15 @@ copy of a notebook anywhere else runs as it is written. Loaded, it:
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 from types import TracebackType
 
+from memorybook.api_errors import LiveCallFailed, describe_api_failure
 from memorybook.config import API_KEY_ENV, replay_only_reason
-from memorybook.live import LiveCallFailed, describe_api_failure
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key
 from memorybook.replay import explain_miss, read_threshold_from
@@ -125,39 +126,95 @@ def threshold_the_gate_reads(shell):
 
 
 class RefuseSettingsWithoutEffect(ast.NodeTransformer):
-    """Replaces a cell that assigns a setting of notebook 1's module, in a notebook that uses that
-    module's code rather than defining its own, by one that raises SettingHasNoEffectError."""
+    """Replaces a cell by one that raises SettingHasNoEffectError when it assigns a setting of
+    notebook 1's module in a notebook that uses that module's code rather than its own gate.
+
+    A notebook uses it once the module is imported, or from the cell that imports it (the module
+    is not imported yet when the cell is read): an assignment in the importing cell is refused
+    too, and so is the first cell that imports it after an earlier cell assigned a setting.
+    Notebook 1 defines its own gate (`worth_keeping` in `__main__`) and is left alone.
+    """
 
     def __init__(self, shell) -> None:
         self.shell = shell
+        self.assigned_before: dict[str, None] = {}  # settings assigned before the module was used
 
     def visit_Module(self, node: ast.Module) -> ast.Module:
-        module = sys.modules.get(NOTEBOOK_1_MODULE)
         own_gate = getattr(self.shell.user_ns.get("worth_keeping"), "__module__", None)
-        if module is None or own_gate == "__main__":
+        if own_gate == "__main__":
             return node
-        settings = {name for name in vars(module) if name.isupper()}
-        assigned = [name for statement in node.body for name in assigned_names(statement)
-                    if name in settings]
-        if not assigned:
+        settings = notebook_1_settings()
+        assigned = [name for name in assigned_names(node) if name in settings]
+        uses_it = NOTEBOOK_1_MODULE in sys.modules or imports_the_collection(node)
+        if not uses_it:
+            self.assigned_before.update(dict.fromkeys(assigned))
             return node
-        name = assigned[0]
+        earlier = [name for name in self.assigned_before if name in self.shell.user_ns]
+        if not assigned and not earlier:
+            return node
+        name = (assigned or earlier)[0]
+        where = "here" if assigned else "in an earlier cell of this kernel"
+        undo = "" if assigned else f" Run `del {name}` (or restart the kernel without it) first."
         message = (
-            f"{name} here would change nothing: this notebook uses notebook 1's code from "
+            f"{name} {where} would change nothing: this notebook uses notebook 1's code from "
             f"{NOTEBOOK_1_MODULE}, which reads its own {name}. Set it there instead: "
             f"`import {NOTEBOOK_1_MODULE}` and `{NOTEBOOK_1_MODULE}.{name} = ...`, or edit "
-            f"notebook 1's settings cell and run notebook 1. Nothing in this cell was run.")
+            f"notebook 1's settings cell and run notebook 1.{undo} Nothing in this cell was run.")
         raise_it = ast.parse(
             f"raise __import__({__name__!r}, fromlist=['_']).SettingHasNoEffectError({message!r})")
         return ast.fix_missing_locations(raise_it)
 
 
-def assigned_names(statement: ast.stmt) -> list[str]:
-    """The names a top-level statement binds by assignment."""
-    if isinstance(statement, ast.Assign):
-        targets = statement.targets
-    elif isinstance(statement, ast.AnnAssign | ast.AugAssign):
-        targets = [statement.target]
-    else:
-        return []
-    return [target.id for target in targets if isinstance(target, ast.Name)]
+def notebook_1_settings() -> set[str]:
+    """The upper-case names notebook 1's module binds, read from its source when it is not
+    imported: importing it here would make notebook 1's own kernel look like a user of it."""
+    module = sys.modules.get(NOTEBOOK_1_MODULE)
+    if module is not None:
+        return {name for name in vars(module) if name.isupper()}
+    spec = importlib.util.find_spec(NOTEBOOK_1_MODULE)
+    if spec is None or spec.origin is None:
+        return set()
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return {name for name in assigned_names(tree) if name.isupper()}
+
+
+def imports_the_collection(node: ast.Module) -> bool:
+    """Whether a cell imports anything from the `memorybook` package (whose modules use
+    notebook 1's code)."""
+    for statement in ast.walk(node):
+        if isinstance(statement, ast.Import):
+            names = [alias.name for alias in statement.names]
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0:
+            names = [statement.module or ""]
+        else:
+            continue
+        if any(name == "memorybook" or name.startswith("memorybook.") for name in names):
+            return True
+    return False
+
+
+def assigned_names(node: ast.Module) -> list[str]:
+    """The names a cell binds by assignment at its top level, inside `if`, `for`, `with` and
+    `try` blocks included (not inside functions or classes), tuple targets included."""
+    found: list[str] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if isinstance(statement, ast.Assign):
+                targets = statement.targets
+            elif isinstance(statement, ast.AnnAssign | ast.AugAssign):
+                targets = [statement.target]
+            else:
+                targets = []
+            for target in targets:
+                found.extend(name.id for name in ast.walk(target)
+                             if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store))
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            for block in ("body", "orelse", "finalbody"):
+                visit(getattr(statement, block, []))
+            for handler in getattr(statement, "handlers", []):
+                visit(handler.body)
+
+    visit(node.body)
+    return found

@@ -5,7 +5,7 @@
     cache.py       CheckedJsonCache and open_recording: the cache the notebooks decorate with
     provenance.py  notebooks/json_cache/provenance.json, read in this one place
     origins.py     the recording's summary, and where each recorded value came from
-    requests.py    what a request is about: its ticket, customer and memories
+    state_parts.py what a request's state holds: its ticket, customer and memories
 """
 
 from memorybook.recording.cache import (
@@ -37,7 +37,7 @@ from memorybook.recording.provenance import (
     recorded_calls,
     recorded_requests,
 )
-from memorybook.recording.requests import (
+from memorybook.recording.state_parts import (
     customer_of,
     describe_call,
     is_memory_list,

@@ -24,7 +24,7 @@ from cooksafe.cache import MAX_KEY_CHARS
 from memorybook.config import USAGE_LOG_ENV, recording_path, restore_hint, shown_path
 from memorybook.recording.checks import answer_problem
 from memorybook.recording.file import RecordingError, read_recording, save_merged, shown_key
-from memorybook.recording.requests import describe_call
+from memorybook.recording.state_parts import describe_call
 
 
 def cooksafe_key(name: str, args: tuple, kwargs: dict) -> str:

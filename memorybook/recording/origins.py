@@ -19,7 +19,7 @@ from memorybook.config import (
 )
 from memorybook.recording.file import read_recording
 from memorybook.recording.provenance import origin_of, read_provenance
-from memorybook.recording.requests import ticket_of
+from memorybook.recording.state_parts import ticket_of
 
 
 def recording_summary(path: Path | None = None) -> str:

@@ -17,13 +17,14 @@ Any failure, or Ctrl-C, stops the whole run within seconds: calls still in fligh
 the notebook kernels are stopped, and one line says what failed, how many answers the new
 recording keeps (every one received before the stop) and how to resume.
 
-    __main__.py  the command: Ctrl-C handled from the first moment, then cli.main
-    cli.py       the arguments, checked before anything is sent
-    calls.py     the set of calls the collection makes (also what tools.build_recording runs)
-    run.py       a live run: the calls, the notebooks on the new recording, stopping it cleanly
-    dry_run.py   which calls a recording would send, and their cost
-    report.py    the new recording against the published figures and the committed recording
-    accept.py    the new recording replaces the committed one, with its provenance
+    __main__.py    the command: Ctrl-C handled from the first moment, then cli.main
+    cli.py         the arguments, checked before anything is sent
+    every_call.py  the set of calls the collection makes (also what tools.build_recording runs)
+    run.py         a live run: the calls, the notebooks on the new recording, stopping it cleanly
+    dry_run.py     which calls a recording would send, and their cost
+    missing.py     the calls a recording lacks: the one list every command prints, how to record
+    report.py      the new recording against the published figures and the committed recording
+    accept.py      the new recording replaces the committed one, with its provenance
 
 This package imports nothing itself, so that `python -m tools.record` handles Ctrl-C before the
 slow imports.

@@ -2,7 +2,7 @@
 
 # ruff: noqa: E402 - the Ctrl-C handler below is installed before the slow imports
 
-from tools.stopping import one_line_while_starting
+from tools.ctrl_c import one_line_while_starting
 
 one_line_while_starting("Recording stopped: interrupted (Ctrl-C) while starting; nothing was sent.")
 

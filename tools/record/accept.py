@@ -30,7 +30,7 @@ from memorybook.recording import (
     read_recording,
     write_text_atomically,
 )
-from tools.record.calls import run_every_call
+from tools.record.every_call import run_every_call
 
 
 def accept(new_path: Path, recording: Path = RECORDING_PATH,

@@ -1,36 +1,38 @@
 """`make record-dry-run`: which calls a live recording would send, and what they would cost.
 
-Nothing is sent: the calls are replayed from the committed recording, with no key, and each
-lookup is noted; those the new recording lacks are the ones a live run would send.
+Nothing is sent and no file is written: the calls are replayed from the committed recording, with
+no key (`tools.record.missing`), and each lookup is noted; those the new recording lacks are the
+ones a live run would send. Calls the committed recording lacks too (after an edit of a ticket or
+a question) are listed with their likely cause and estimated cost, and the dry run fails.
 """
 
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
 
 from memorybook.config import (
-    RECORDING_ENV,
     RECORDING_PATH,
-    USAGE_LOG_ENV,
     USD_PER_BILLION_INPUT_TOKENS,
     input_cost_usd,
     shown_path,
 )
 from memorybook.memory_system import TYPESAFE_MODEL
-from memorybook.recording import read_recording, recorded_calls
-from tools.record.calls import run_every_call
+from memorybook.recording import RecordingError, read_recording, recorded_calls
+from tools.record.missing import describe_missing, missing_calls
 
 
 def dry_run(output: Path) -> int:
     """Replay the calls from the committed recording and list the ones the new one lacks."""
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"memorybook-dry-run-{os.getpid()}.txt"
-    log.unlink(missing_ok=True)
-    os.environ.update({USAGE_LOG_ENV: str(log), RECORDING_ENV: str(RECORDING_PATH)})
-    os.environ.pop("TYPESAFE_API_KEY", None)  # a dry run never calls the API
-    run_every_call()
-    keys = list(dict.fromkeys(log.read_text(encoding="utf-8").split()))
-    log.unlink()
+    try:
+        replayed = missing_calls(RECORDING_PATH)
+    except RecordingError as error:
+        print(f"Dry run stopped: {error}", file=sys.stderr)
+        return 1
+    if replayed.missing:
+        print("\n".join(describe_missing(replayed.missing, RECORDING_PATH)), file=sys.stderr)
+        return 1
+    keys = list(dict.fromkeys(replayed.lookups))
     have = read_recording(output)
     committed = read_recording(RECORDING_PATH)
     calls = recorded_calls()
@@ -43,5 +45,5 @@ def dry_run(output: Path) -> int:
     print(f"Estimated input: {tokens:,} tokens, ${input_cost_usd(tokens):.4f} at "
           f"${USD_PER_BILLION_INPUT_TOKENS} per billion; output tokens are free.\n(Per-call "
           f"counts come from the committed recording, where only the total is published; see "
-          f"notebooks/json_cache/provenance.json.)")
+          f"{shown_path(RECORDING_PATH.with_name('provenance.json'))}.)")
     return 0

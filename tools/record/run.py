@@ -16,13 +16,15 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
-from memorybook.config import RECORDING_ENV, replay_only_reason, shown_path
-from memorybook.live import describe_api_failure
+from memorybook.api_errors import describe_api_failure
+from memorybook.config import RECORDING_ENV, RECORDING_PATH, replay_only_reason, shown_path
 from memorybook.recording import RecordingError, read_recording, stop_writing
 from memorybook.redaction import redact
-from tools.record.calls import run_every_call
+from memorybook.replay import RECORD_STEPS
+from tools.ctrl_c import in_background, stop_kernels, wait_for_all
+from tools.record.every_call import run_every_call
+from tools.record.missing import describe_missing, missing_calls
 from tools.record.report import compare
-from tools.stopping import in_background, stop_kernels, wait_for_all
 
 # tools.execute (nbformat, nbclient, jupyter_client) is imported only when notebooks are run: those
 # imports take over a second, which a dry run, a calls-only run and a stop need not pay.
@@ -51,6 +53,14 @@ def record(output: Path, notebooks_out: Path, notebooks: list[Path] | None = Non
     reason = replay_only_reason()
     if reason is not None:
         print(f"Recording needs a live client, but {reason}. Nothing was sent.", file=sys.stderr)
+        try:
+            missing = missing_calls(RECORDING_PATH).missing
+        except RecordingError as error:
+            print(error, file=sys.stderr)
+            return 2
+        print("\n".join(describe_missing(missing, RECORDING_PATH) or [
+            f"{shown_path(RECORDING_PATH)} holds every call the collection makes, so `make run` "
+            f"replays them all. To record them again: {RECORD_STEPS}."]), file=sys.stderr)
         return 2
     os.environ[RECORDING_ENV] = str(output)
     try:

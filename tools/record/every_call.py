@@ -13,7 +13,7 @@ import io
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from tools.stopping import in_background, wait_for_all
+from tools.ctrl_c import in_background, wait_for_all
 
 
 def make_every_call(customers: Sequence[str] | None = None) -> None:
