@@ -33,7 +33,7 @@ def test_a_reworded_question_is_never_given_the_published_answers(tmp_path):
     assert official in module.read_text(encoding="utf-8")
     module.write_text(module.read_text(encoding="utf-8").replace(
         official, "does the thread state a durable fact about the"), encoding="utf-8")
-    recording = copy / "notebooks" / "json_cache"
+    recording = copy / "json_cache"
     before = {path.name: path.read_bytes() for path in recording.iterdir()}
     rebuild = subprocess.run([sys.executable, "-m", "tools.build_recording"], cwd=copy,
                              env={**os.environ, "PYTHONPATH": str(copy)}, capture_output=True,
@@ -108,7 +108,7 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
     with pytest.raises(RecordingMissError) as raised:
         notebook_1.ask(state, notebook_1.ROUTE)
     message = str(raised.value)
-    assert ("The recording notebooks/json_cache/json_cache.json has no answer to this call"
+    assert ("The recording json_cache/json_cache.json has no answer to this call"
             in message)
     assert "about ticket T-201 ('Slow dashboards, again') of customer C-1042" in message
     assert '`ticket.subject` is "Slow dashboards, again"' in message

@@ -43,5 +43,5 @@ def dry_run(output: Path) -> int:
     print(f"Estimated input: {tokens:,} tokens, ${input_cost_usd(tokens):.4f} at "
           f"${USD_PER_BILLION_INPUT_TOKENS} per billion; output tokens are free.\n(Per-call "
           f"counts come from the committed recording, where only the total is published; see "
-          f"notebooks/json_cache/provenance.json.)")
+          f"json_cache/provenance.json.)")
     return 0
