@@ -14,10 +14,13 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH
 from tests.helpers import COMMITTED_RECORDING, NOTEBOOKS, REPO_ROOT, notebook, stdout_text
@@ -194,3 +197,51 @@ def test_what_a_reader_is_sent_to_a_notebook_for_is_in_that_notebook():
     for where, words, number, held in SENT_THERE_FOR:
         assert words in texts[where].replace("\n", " "), f"{where} no longer says {words!r}"
         assert held in texts[NOTEBOOKS[number - 1].name], f"{words!r}: not in notebook {number}"
+
+
+@pytest.fixture(scope="module")
+def kernel_without_memorybook(tmp_path_factory) -> str:
+    """A kernel as a hosted notebook or a plain Jupyter has: the libraries, not this collection.
+
+    Its Python is a fresh venv that sees this environment's libraries by a .pth line, which adds
+    their folder without running its .pth files, so the editable install of memorybook is not
+    there. Returns the JUPYTER_PATH holding its kernelspec, `alone`."""
+    folder = tmp_path_factory.mktemp("alone")
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    (site / "libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    spec = folder / "kernels" / "alone"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f",
+                 "{connection_file}"],
+        "display_name": "Python 3, without this collection", "language": "python"}))
+    return str(folder)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda path: path.name[:2])
+def test_a_later_notebook_opened_alone_stops_in_its_first_cell_saying_what_to_install(
+        path, tmp_path, kernel_without_memorybook, monkeypatch):
+    monkeypatch.setenv("JUPYTER_PATH", kernel_without_memorybook)
+    shutil.copyfile(path, tmp_path / path.name)
+    notebook = nbformat.read(tmp_path / path.name, as_version=4)
+    for cell in notebook.cells:  # as a reader opens it after clearing its outputs
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    client = NotebookClient(notebook, kernel_name="alone", timeout=60,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError):
+        client.execute(env={"PATH": "/usr/bin:/bin"})
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    errors = [output for output in code[0].get("outputs", []) if output.output_type == "error"]
+    assert errors and errors[0].ename == "ModuleNotFoundError" and (
+        "make setup" in errors[0].evalue and "pip install" in errors[0].evalue), (
+        f"{path.name} opened outside the collection must stop in its first code cell with a "
+        "ModuleNotFoundError saying what to install (`make setup`, `pip install`): start that "
+        "cell with the `find_spec(\"memorybook\")` check the other notebooks have; it showed "
+        f"{[(e.ename, e.evalue) for e in errors] or code[0].get('outputs')}")
+    assert "\n" not in errors[0].evalue, "the message is one line"
+    assert not any(cell.get("outputs") or cell.get("execution_count") for cell in code[1:]), (
+        f"{path.name}: cells after the first ran; nbclient should have stopped at the first")
