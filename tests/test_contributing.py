@@ -72,3 +72,31 @@ def test_each_everyday_change_has_its_recipe():
     for change in ("Change a ticket", "Reword a question", "Add a store backend",
                    "Add a notebook"):
         assert f"**{change}" in recipes, change
+
+
+# A docstring's pointer into the maintainers' or the reader's page: the page's name, a comma and
+# the section's title in double quotes
+POINTER = re.compile(r'(CONTRIBUTING|README)\.md, "([^"]+)"')
+
+
+def places(text: str) -> set[str]:
+    """What a pointer can name in a page: its headings and the bold words opening a paragraph."""
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    leads = re.findall(r"^\*\*([^*]+?)\.?\*\*", text, re.M)
+    return {" ".join(name.split()) for name in headings + leads}
+
+
+def test_every_pointer_into_contributing_or_the_readme_names_a_section_there():
+    pages = {name: places((REPO_ROOT / f"{name}.md").read_text(encoding="utf-8"))
+             for name in ("CONTRIBUTING", "README")}
+    wrong = []
+    for folder in ("memorybook", "dev", "tools", "tests", "benchmarks"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            for page, title in POINTER.findall(text):
+                title = " ".join(title.split())
+                if not any(place.startswith(title) for place in pages[page]):
+                    wrong.append(f"{path.relative_to(REPO_ROOT)}: {page}.md, {title!r}")
+    assert wrong == [], (
+        f"these docstrings point at sections the page does not have: {wrong}; name a heading "
+        "or a paragraph's bold opening words that exist there, or add that section")
