@@ -43,7 +43,10 @@ def test_notebook_1_imports_nothing_from_this_repository():
             elif isinstance(node, ast.ImportFrom):
                 imported.append(node.module or "")
     assert imported, "notebook 1 imports nothing at all"
-    assert [m for m in imported if m.split(".")[0] in FROM_THE_REPOSITORY] == []
+    ours = [m for m in imported if m.split(".")[0] in FROM_THE_REPOSITORY]
+    assert ours == [], (
+        f"notebook 1 imports {ours} from this repository; it must stand alone beside the "
+        "recording: define that code in notebook 1 itself")
 
 
 def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
@@ -63,12 +66,15 @@ def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
 
     printed = "".join(output.get("text", "") for cell in notebook.cells
                       for output in cell.get("outputs", []) if output.get("name") == "stdout")
-    assert "plain Jev -> cloud_ops 0.55" in printed
-    assert "Expected routes: 3/6 without memory, 6/6 with memory." in printed
-    assert "from the repository: []" in printed
-    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING
+    alone = "notebook 1, copied alone beside json_cache/json_cache.json and run with no key,"
+    assert "plain Jev -> cloud_ops 0.55" in printed, f"{alone} did not route the first ticket"
+    assert "Expected routes: 3/6 without memory, 6/6 with memory." in printed, (
+        f"{alone} did not show both results")
+    assert "from the repository: []" in printed, f"{alone} imported from this repository"
+    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING, (
+        "notebook 1 replaying with no key changed the recording beside it")
     assert sorted(p.name for p in folder.rglob("*")) == [
-        NOTEBOOK_1.name, "json_cache", "json_cache.json"]
+        NOTEBOOK_1.name, "json_cache", "json_cache.json"], "notebook 1 wrote files beside itself"
 
 
 # An app's own ticket, which no recording holds, sent through the copied pattern.
@@ -108,13 +114,16 @@ def test_without_a_key_a_call_the_cache_lacks_stops_at_once_naming_key_and_file(
     with LoopbackSystemOne({}, answer_with=synthetic_answer) as server:
         result = run_app(folder, TYPESAFE_ENDPOINT=server.base_url)
         sent = len(server.requests)
-    assert result.returncode == 1
+    assert result.returncode == 1, "the pattern, keyless, did not fail on a call its cache lacks"
     assert sent == 0, "a request was sent without a key"
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("NotInCacheError: json_cache/json_cache.json has no answer")
-    assert "TYPESAFE_API_KEY is not set" in last and "nothing was sent" in last
+    assert last.startswith("NotInCacheError: json_cache/json_cache.json has no answer") and (
+        "TYPESAFE_API_KEY is not set" in last and "nothing was sent" in last), (
+        "notebook 1's `_system_one` must stop a keyless miss with NotInCacheError naming the "
+        f"cache file and the key; the last line was: {last}")
     assert len(result.stderr.splitlines()) <= 16, result.stderr
-    assert "httpx" not in result.stderr and "typesafe_sdk" not in result.stderr
+    assert "httpx" not in result.stderr and "typesafe_sdk" not in result.stderr, (
+        "a keyless miss went as far as the HTTP client: `_system_one` must raise before it")
     assert sorted(p.name for p in folder.iterdir()) == ["app.py"], "nothing was written"
 
 
@@ -132,21 +141,24 @@ def test_with_a_key_each_answer_is_kept_in_a_cache_the_app_did_not_have(tmp_path
     assert sent_live == 2, "the routing request and the gate"
     assert sent_after == sent_live, "the second run replayed what the first one paid for"
     saved = json.loads((folder / "json_cache" / "json_cache.json").read_text(encoding="utf-8"))
-    assert len(saved) == 2 and "sk-app" not in json.dumps(saved)
+    assert len(saved) == 2 and "sk-app" not in json.dumps(saved), (
+        "the app's cache must hold its two answers, and never the key")
 
 
 def test_the_readmes_sample_output_is_what_notebook_1_prints():
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     sample = readme.split("```text\n", 1)[1].split("```", 1)[0]
     printed = stdout_text(notebook("01"))
-    assert sample.strip() and all(line in printed for line in sample.splitlines())
+    assert sample.strip() and all(line in printed for line in sample.splitlines()), (
+        "README.md's sample output (its first ```text block) must be lines notebook 1 prints; "
+        "copy them from notebook 1's outputs")
 
 
 def test_code_lines_in_the_notebooks_fit_in_88_characters():
     long = [f"{path.name}: {line!r}" for path in NOTEBOOKS
             for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
             for line in cell.source.splitlines() if len(line) > 88]
-    assert long == []
+    assert long == [], f"code lines longer than 88 characters; wrap them: {long}"
 
 
 NUMBERED_LINK = re.compile(r"\[(?:[Nn]otebook |)(\d)(?: ·[^\]]*)?\]\(((\d\d)_[a-z_]+\.ipynb)\)")
@@ -173,7 +185,9 @@ def test_every_numbered_notebook_link_and_mention_points_at_a_notebook_that_is_t
                 wrong.append(f"{where}: [{number} ...]({target})")
         wrong += [f"{where}: notebook {n}" for n in MENTION.findall(text)
                   if not 1 <= int(n) <= len(NOTEBOOKS)]
-    assert wrong == []
+    assert wrong == [], (
+        f"these links or mentions name a notebook that is not there (or link N to another "
+        f"number): {wrong}; fix the number or the file name")
 
 
 # What a message or a paragraph sends the reader to a notebook for, and what that notebook must
@@ -245,3 +259,13 @@ def test_a_later_notebook_opened_alone_stops_in_its_first_cell_saying_what_to_in
     assert "\n" not in errors[0].evalue, "the message is one line"
     assert not any(cell.get("outputs") or cell.get("execution_count") for cell in code[1:]), (
         f"{path.name}: cells after the first ran; nbclient should have stopped at the first")
+
+
+def test_the_readmes_table_has_a_row_for_every_notebook():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| \[[^\]]+\]\(notebooks/(\d\d_[a-z0-9_]+\.ipynb)\)", readme,
+                      re.M)
+    assert rows == [(str(n), path.name) for n, path in enumerate(NOTEBOOKS, start=1)], (
+        "README.md's table of notebooks must have one row per notebook, in order, "
+        "`| N | [what](notebooks/NN_name.ipynb) | what it shows |`; it lists "
+        f"{[name for _, name in rows]} for {[path.name for path in NOTEBOOKS]}")

@@ -41,8 +41,17 @@ def tracked() -> set[str]:
     return {path for path in files.stdout.splitlines() if (REPO_ROOT / path).exists()}
 
 
-def test_contributing_is_at_most_1500_words():
-    assert len(CONTRIBUTING.split()) <= 1500
+# The Layout block grows by a line with each file, as rule 9 asks; the prose before it is held to
+# what it had when the whole page was held to 1,500 words (the Layout block then had 376).
+PROSE_WORDS = 1_124
+
+
+def test_contributing_before_its_layout_is_at_most_1124_words():
+    prose = CONTRIBUTING.split("## Layout", 1)[0]
+    assert len(prose.split()) <= PROSE_WORDS, (
+        f"CONTRIBUTING.md has {len(prose.split())} words before its Layout block, more than "
+        f"{PROSE_WORDS}: shorten its prose rather than raise PROSE_WORDS in "
+        "tests/test_contributing.py")
 
 
 def test_the_layout_list_is_the_tree():
@@ -64,14 +73,19 @@ def test_the_layout_list_is_the_tree():
     for name in layout()[""]:  # top-level entries listed alone must exist
         if not (REPO_ROOT / name).exists():
             wrong.append(f"{name}: listed, not in the tree")
-    assert wrong == []
+    assert wrong == [], (
+        f"CONTRIBUTING.md's Layout block and the tree differ: {wrong}; add a line there for each "
+        "file added, remove the line of each file removed (one line a file, indented two spaces "
+        "a level)")
 
 
 def test_each_everyday_change_has_its_recipe():
     recipes = CONTRIBUTING.split("## Four everyday changes", 1)[1].split("\n## ", 1)[0]
     for change in ("Change a ticket", "Reword a question", "Add a store backend",
                    "Add a notebook"):
-        assert f"**{change}" in recipes, change
+        assert f"**{change}" in recipes, (
+            f"CONTRIBUTING.md's 'Four everyday changes' lacks the recipe '{change}': "
+            "tests/test_recipes.py follows it")
 
 
 # A docstring's pointer into the maintainers' or the reader's page: the page's name, a comma and
