@@ -111,13 +111,13 @@ export: $(INSTALLED) ## Write the code the notebooks teach into memorybook/ (aft
 pattern: $(INSTALLED) ## Print the cells tagged `pattern` (the code to copy) as one script
 	@$(BIN)/python -m tools.export --pattern
 
-recording: $(INSTALLED) ## Rebuild notebooks/json_cache/ from data/published_figures.csv
+recording: $(INSTALLED) ## Rebuild json_cache/ from data/published_figures.csv
 	$(BIN)/python -m tools.build_recording
 
 record-dry-run: $(INSTALLED) ## List the calls a live recording would make and their cost; sends nothing
 	$(BIN)/python -m tools.record --dry-run
 
-record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into notebooks/json_cache/json_cache.new.json and compare
+record: $(INSTALLED) ## Record live (TYPESAFE_API_KEY) into json_cache/json_cache.new.json and compare
 	$(BIN)/python -m tools.record
 
 record-calls: $(INSTALLED) ## The same calls and report as `make record`, without running the notebooks

@@ -10,9 +10,10 @@ import os
 import subprocess
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RECORDING_PATH = REPO_ROOT / "notebooks" / "json_cache" / "json_cache.json"
-PROVENANCE_PATH = REPO_ROOT / "notebooks" / "json_cache" / "provenance.json"
+REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout; site-packages when installed
+RECORDING_FOLDER = REPO_ROOT / "json_cache"  # at the top of the collection, beside notebooks/
+RECORDING_PATH = RECORDING_FOLDER / "json_cache.json"
+PROVENANCE_PATH = RECORDING_FOLDER / "provenance.json"
 
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
@@ -23,7 +24,7 @@ MAX_TIMEOUT_SECONDS = 86_400.0  # a day: longer ones overflow the clocks of sock
 # Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
 API_KEY_ENV = "TYPESAFE_API_KEY"
 ENDPOINT_ENV = "TYPESAFE_ENDPOINT"
-RECORDING_ENV = "MEMORYBOOK_RECORDING"  # use another file than notebooks/json_cache/json_cache.json
+RECORDING_ENV = "MEMORYBOOK_RECORDING"  # another file than json_cache/json_cache.json
 ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
 TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
@@ -61,8 +62,26 @@ def timeout_seconds() -> float:
 
 
 def recording_path() -> Path:
+    """The recording in use: $MEMORYBOOK_RECORDING, else the collection's json_cache.json."""
     override = os.environ.get(RECORDING_ENV, "").strip()
     return Path(override).resolve() if override else RECORDING_PATH
+
+
+def provenance_path() -> Path:
+    """provenance.json beside the recording in use, else the collection's."""
+    beside = recording_path().with_name("provenance.json")
+    return beside if beside.is_file() else PROVENANCE_PATH
+
+
+def missing_recording_problem(path: Path) -> str | None:
+    """Why the recording cannot be found, when memorybook runs without the collection around it
+    (installed with pip and no $MEMORYBOOK_RECORDING); None when its absence is only a recording
+    not made yet."""
+    if path != RECORDING_PATH or RECORDING_FOLDER.is_dir():
+        return None
+    return (f"No recording at {path}: memorybook, installed without the collection's "
+            f"json_cache/ folder, has none of its own. Set {RECORDING_ENV} to the path of a "
+            "json_cache.json (the collection's is json_cache/json_cache.json in its repository).")
 
 
 def replay_only_reason() -> str | None:

@@ -10,7 +10,7 @@ __all__ = [
 ]
 
 
-# notebooks/08_memory_cost.ipynb, cell 2
+# notebooks/08_memory_cost.ipynb, cell 3
 import json
 
 from memorybook.config import input_cost_usd
@@ -24,7 +24,7 @@ REPORTED_INPUT_TOKENS = (
 KEPT_WHEN_SELECTING = 2  # assumed: like C-1042, two memories bear on a ticket
 
 
-# notebooks/08_memory_cost.ipynb, cell 4
+# notebooks/08_memory_cost.ipynb, cell 5
 def request_bytes(state: dict, questions: dict) -> int:
     """The size of a request: its state and questions JSON, exactly as ask() writes
     them."""
@@ -48,7 +48,7 @@ def fit_tokens_per_byte(requests: list[tuple[str, str]]) -> float:
     )
 
 
-# notebooks/08_memory_cost.ipynb, cell 8
+# notebooks/08_memory_cost.ipynb, cell 9
 def shaped_like(examples: list[dict], n: int, customer: str) -> list[dict]:
     """n memories of one customer: the example memories in turn, each under its own
     ticket id."""

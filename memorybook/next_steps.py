@@ -13,7 +13,7 @@ __all__ = [
 ]
 
 
-# notebooks/07_next_steps.ipynb, cell 2
+# notebooks/07_next_steps.ipynb, cell 3
 import json
 import os
 from collections.abc import Callable
@@ -43,15 +43,15 @@ from memorybook.memory_system import (
 )
 from memorybook.recording import open_recording
 
-# The next steps' answers go to their own file beside the official recording, never into
-# it.
+# The next steps' answers go to their own file beside the official recording, never
+# into it.
 NEXT_STEPS_RECORDING = recording_path().with_name("next_steps.json")
 
 
 @open_recording(NEXT_STEPS_RECORDING)
 def _system_one(model: str, state: str, questions: str) -> dict:
-    """Notebook 1's call, under its name so that the answers are filed by the same key
-    scheme."""
+    """Notebook 1's call, under its name, so that its answers are filed by the same
+    key scheme."""
     response = client.system_one(
         state=json.loads(state), questions=json.loads(questions), model=model
     )
@@ -59,15 +59,15 @@ def _system_one(model: str, state: str, questions: str) -> dict:
 
 
 def ask_next_step(state: dict, questions: dict) -> SystemOneResponse:
-    """ask(), but recorded into next_steps.json: live with a key, never in the official
-    file."""
+    """ask(), but recorded into next_steps.json: live with a key, never in the
+    official file."""
     answer = _system_one(TYPESAFE_MODEL, *request_json(state, questions))
     return SystemOneResponse.model_validate(answer)
 
 
 def playground_link(state: dict, questions: dict) -> str:
-    """A link that opens exactly this request in the TypeSafe playground, on the pinned
-    model."""
+    """A link that opens exactly this request in the TypeSafe playground, on the
+    pinned model."""
     return make_playground_link(state, questions, models=[TYPESAFE_MODEL])
 
 
@@ -81,22 +81,22 @@ def requests_markdown(requests: list[tuple[dict, dict]], labels: list[str]) -> s
 
 
 def answers_note() -> str:
-    """Whether the next steps' answers can be shown here, and where they would come
-    from."""
+    """Whether the next steps' answers can be shown here, and where they would
+    come from."""
     reason = replay_only_reason()
     if reason is None:
         source = os.environ.get(ENDPOINT_ENV) or "the TypeSafe API"
         recorded_into = shown_path(NEXT_STEPS_RECORDING)
         return f"Live: answers from {source}, recorded into {recorded_into}."
     return (
-        "Jev's answers to these requests are not in the recording, and this kernel "
-        "asks "
-        f"nothing new ({reason}), so none is shown. Open a link to see them in the "
-        f"playground, or set TYPESAFE_API_KEY to ask them here."
+        "Jev's answers to these requests are not in the recording, "
+        f"and this kernel asks nothing new ({reason}), so none is shown. "
+        "Open a link to see them in the playground, "
+        "or set TYPESAFE_API_KEY to ask them here."
     )
 
 
-# notebooks/07_next_steps.ipynb, cell 8
+# notebooks/07_next_steps.ipynb, cell 9
 RELEVANT = {
     "relevant": Noul(
         instructions=(
@@ -104,11 +104,14 @@ RELEVANT = {
             "handled? `saved_memory` is an earlier ticket from the same customer."
         ),
         criteria=NoulCriteria(
-            true="Yes: the earlier ticket states something about the customer, such as "
-                 "their "
-            "edition, operating system, plan or contract, that bears on this ticket.",
-            false="No: nothing in the earlier ticket bears on how this ticket is "
-                  "handled.",
+            true=(
+                "Yes: the earlier ticket states something about the customer, "
+                "such as their edition, operating system, plan or contract, "
+                "that bears on this ticket."
+            ),
+            false=(
+                "No: nothing in the earlier ticket bears on how this ticket is handled."
+            ),
         ),
     ),
 }
@@ -130,8 +133,8 @@ def relevance_requests(state: dict, memories: list[dict]) -> list[tuple[dict, di
 def relevant_memories(
     state: dict, memories: list[dict], ask: Callable = ask_next_step
 ) -> list[dict]:
-    """The memories Jev judges relevant to this ticket; all of them when there are
-    few."""
+    """The memories Jev judges relevant to this ticket; all of them when there
+    are few."""
     requests = relevance_requests(state, memories)
     if not requests:
         return memories
@@ -154,7 +157,7 @@ def ask_with_relevant_memory(
     return response
 
 
-# notebooks/07_next_steps.ipynb, cell 16
+# notebooks/07_next_steps.ipynb, cell 17
 SUPERSEDES = {
     "supersedes": Noul(
         instructions=(
@@ -163,12 +166,15 @@ SUPERSEDES = {
             "true?"
         ),
         criteria=NoulCriteria(
-            true="Yes: the new ticket changes something the old one stated, such as a "
-                 "new "
-            "edition, operating system, plan or contract in place of the old one.",
-            false="No: the old ticket's facts still hold; the new ticket adds to them "
-                  "or is "
-            "about something else.",
+            true=(
+                "Yes: the new ticket changes something the old one stated, "
+                "such as a new edition, operating system, plan or contract "
+                "in place of the old one."
+            ),
+            false=(
+                "No: the old ticket's facts still hold; "
+                "the new ticket adds to them or is about something else."
+            ),
         ),
     ),
 }
@@ -186,8 +192,8 @@ def save_replacing(
     """Save a memory and forget the saved ones it supersedes; return what was forgotten.
 
     `store` needs `forget(customer_id, ticket_id)`: the in-kernel memories and the
-    stores have it.
-    The new memory is saved first: if the store refuses it, every saved memory stays.
+    stores have it. The new memory is saved first: if the store refuses it, every
+    saved memory stays.
     """
     saved = store.recall(customer)
     requests = supersede_requests(memory, saved)
@@ -198,27 +204,25 @@ def save_replacing(
     )
     store.save(customer, memory)
     forgotten = [old for ticket in replaced for old in store.forget(customer, ticket)]
-    if (
-        ticket_id_of(memory) in replaced
-    ):  # forget() took the new memory too: same ticket id
+    if ticket_id_of(memory) in replaced:  # forget() took the new memory too: same id
         forgotten.remove(memory)
         store.save(customer, memory)
     return forgotten
 
 
-# notebooks/07_next_steps.ipynb, cell 22
+# notebooks/07_next_steps.ipynb, cell 23
 def routing_reply(response: SystemOneResponse, memories_sent: list[dict]) -> str:
     """What the example app tells the customer once a ticket is routed: the team,
     unless the route may rest on a memory the routing request carried."""
     if memories_sent:
-        return ("Thanks for your message. It is now with the right team, who will "
-                "reply here.")
+        return ("Thanks for your message. "
+                "It is now with the right team, who will reply here.")
     team = ROUTE["team"].criteria[response.answers["team"].choice].split(":")[0]
     return f"Thanks for your message. It is now with our {team}, who will reply here."
 
 
 def with_reply(state: dict, reply: str) -> dict:
-    """The state with the app's reply added to the ticket thread as a support
+    """The state with the app's reply added to the ticket thread, as a support
     message."""
     ticket = state["ticket"]
     thread = [*ticket["messages"], {"from": "support", "text": reply}]
@@ -232,8 +236,8 @@ def gate_request_with_reply(
     memories_sent: list[dict],
     reply: Callable = routing_reply,
 ) -> tuple[dict, dict]:
-    """The gate's request when the thread holds the app's reply: the memory it would
-    save."""
+    """The gate's request when the thread holds the app's reply: the memory it
+    would save."""
     thread = with_reply(state, reply(response, memories_sent))
     return as_memory(thread, questions, response), GATE
 
@@ -245,8 +249,8 @@ def ask_remembering_replies(
     ask: Callable = ask_next_step,
     memories=MEMORIES,
 ) -> SystemOneResponse:
-    """ask_with_memory(), where the gate judges the thread with the app's reply in
-    it."""
+    """ask_with_memory(), where the gate judges the thread with the app's reply
+    in it."""
     saved = memories.recall(customer_id(state))
     response = ask(state_with_memories(state, saved), questions)
     memory, gate = gate_request_with_reply(state, questions, response, saved, reply)
@@ -255,16 +259,14 @@ def ask_remembering_replies(
     return response
 
 
-# notebooks/07_next_steps.ipynb, cell 30
-MISLEADING_COST = (
-    2.0  # assumed: a memory that should not be there misroutes every later ticket
-)
+# notebooks/07_next_steps.ipynb, cell 31
+MISLEADING_COST = 2.0  # assumed: a memory that should not be there misroutes the rest
 MISSING_COST = 1.0  # a memory that is missing leaves plain Jev's answer
 
 
 def errors(threshold: float, pairs: list[tuple[float, bool]]) -> tuple[int, int]:
-    """(misleading, missing): kept though not worth keeping, and worth keeping but not
-    kept."""
+    """(misleading, missing): kept though not worth keeping, and worth keeping but
+    not kept."""
     misleading = sum(p >= threshold and not keep for p, keep in pairs)
     missing = sum(p < threshold and keep for p, keep in pairs)
     return misleading, missing
@@ -275,8 +277,8 @@ def pick_threshold(
     misleading_cost: float = MISLEADING_COST,
     missing_cost: float = MISSING_COST,
 ) -> float:
-    """The threshold with the lowest cost on labelled (probability, worth
-    keeping) pairs.
+    """The threshold with the lowest cost on labelled (probability, worth keeping)
+    pairs.
 
     Candidates are 0, 1 and the midpoints between neighbouring probabilities; of equally
     cheap ones, the closest to REMEMBER_AT wins, so the threshold moves only when the
@@ -295,8 +297,8 @@ def pick_threshold(
 
 
 def held_out_check(pairs: list[tuple[float, bool]], **costs: float) -> list[dict]:
-    """Leave one out: pick a threshold on the other pairs, then judge the one left out
-    with it."""
+    """Leave one out: pick a threshold on the other pairs, then judge the one left
+    out with it."""
     rows = []
     for i, (p, keep) in enumerate(pairs):
         threshold = pick_threshold(pairs[:i] + pairs[i + 1 :], **costs)

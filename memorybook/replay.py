@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx2
 from cooksafe import make_playground_link
@@ -117,7 +118,11 @@ def explain_miss(body: dict, reason: str) -> RecordingMissError:
 def likely_reasons(state, questions: dict, model: str | None,
                    earlier: RecordingMissError | None = None) -> list[str]:
     """Why a call missed, found by comparing it with the requests behind the recorded answers."""
-    recorded = recorded_requests()
+    try:
+        recorded = recorded_requests()
+    except FileNotFoundError as missing:  # a recording copied without its provenance.json
+        return [f"No {Path(missing.filename).name} beside the recording, so this call cannot "
+                "be compared with the recorded ones."]
     key = cache_key(model or "", json.dumps(state), json.dumps(questions))
     if key in recorded:
         return [f"The collection makes this call, but {shown_path(recording_path())} lacks its "

@@ -193,7 +193,7 @@ def copy_of_the_collection(destination: Path) -> Path:
                 or not (os.path.isfile(os.path.join(folder, name))
                         or os.path.isdir(os.path.join(folder, name)))}
 
-    for folder in ("notebooks", "memorybook", "dev", "data"):
+    for folder in ("notebooks", "json_cache", "memorybook", "dev", "data"):
         shutil.copytree(REPO_ROOT / folder, destination / folder, ignore=left_out)
     return destination
 

@@ -14,10 +14,13 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from memorybook.config import RECORDING_PATH
 from tests.helpers import (
@@ -48,7 +51,10 @@ def test_notebook_1_imports_nothing_from_this_repository():
             elif isinstance(node, ast.ImportFrom):
                 imported.append(node.module or "")
     assert imported, "notebook 1 imports nothing at all"
-    assert [m for m in imported if m.split(".")[0] in FROM_THE_REPOSITORY] == []
+    ours = [m for m in imported if m.split(".")[0] in FROM_THE_REPOSITORY]
+    assert ours == [], (
+        f"notebook 1 imports {ours} from this repository; it must stand alone beside the "
+        "recording: define that code in notebook 1 itself")
 
 
 def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
@@ -68,12 +74,15 @@ def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
 
     printed = "".join(output.get("text", "") for cell in notebook.cells
                       for output in cell.get("outputs", []) if output.get("name") == "stdout")
-    assert "plain Jev -> cloud_ops 0.55" in printed
-    assert "Expected routes: 3/6 without memory, 6/6 with memory." in printed
-    assert "from the repository: []" in printed
-    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING
+    alone = "notebook 1, copied alone beside json_cache/json_cache.json and run with no key,"
+    assert "plain Jev -> cloud_ops 0.55" in printed, f"{alone} did not route the first ticket"
+    assert "Expected routes: 3/6 without memory, 6/6 with memory." in printed, (
+        f"{alone} did not show both results")
+    assert "from the repository: []" in printed, f"{alone} imported from this repository"
+    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING, (
+        "notebook 1 replaying with no key changed the recording beside it")
     assert sorted(p.name for p in folder.rglob("*")) == [
-        NOTEBOOK_1.name, "json_cache", "json_cache.json"]
+        NOTEBOOK_1.name, "json_cache", "json_cache.json"], "notebook 1 wrote files beside itself"
 
 
 # An app's own ticket, which no recording holds, sent through the copied pattern.
@@ -113,11 +122,13 @@ def test_without_a_key_a_call_the_cache_lacks_stops_at_once_naming_key_and_file(
     with LoopbackSystemOne({}, answer_with=synthetic_answer) as server:
         result = run_app(folder, TYPESAFE_ENDPOINT=server.base_url)
         sent = len(server.requests)
-    assert result.returncode == 1
+    assert result.returncode == 1, "the pattern, keyless, did not fail on a call its cache lacks"
     assert sent == 0, "a request was sent without a key"
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("NotInCacheError: json_cache/json_cache.json has no answer")
-    assert "TYPESAFE_API_KEY is not set" in last and "nothing was sent" in last
+    assert last.startswith("NotInCacheError: json_cache/json_cache.json has no answer") and (
+        "TYPESAFE_API_KEY is not set" in last and "nothing was sent" in last), (
+        "notebook 1's `_system_one` must stop a keyless miss with NotInCacheError naming the "
+        f"cache file and the key; the last line was: {last}")
     assert "Likely cause: its ticket, question or memories differ" in last, (
         "the pattern's NotInCacheError (notebook 1's `ask(), cached` cell) must name the likely "
         f"cause: {last}")
@@ -128,7 +139,8 @@ def test_without_a_key_a_call_the_cache_lacks_stops_at_once_naming_key_and_file(
         "the link must open exactly the call that missed")
     assert share["selectedModels"] == ["jev-1.14.0"]
     assert len(result.stderr.splitlines()) <= 16, result.stderr
-    assert "httpx" not in result.stderr and "typesafe_sdk" not in result.stderr
+    assert "httpx" not in result.stderr and "typesafe_sdk" not in result.stderr, (
+        "a keyless miss went as far as the HTTP client: `_system_one` must raise before it")
     assert sorted(p.name for p in folder.iterdir()) == ["app.py"], "nothing was written"
 
 
@@ -167,21 +179,24 @@ def test_with_a_key_each_answer_is_kept_in_a_cache_the_app_did_not_have(tmp_path
     assert sent_live == 2, "the routing request and the gate"
     assert sent_after == sent_live, "the second run replayed what the first one paid for"
     saved = json.loads((folder / "json_cache" / "json_cache.json").read_text(encoding="utf-8"))
-    assert len(saved) == 2 and "sk-app" not in json.dumps(saved)
+    assert len(saved) == 2 and "sk-app" not in json.dumps(saved), (
+        "the app's cache must hold its two answers, and never the key")
 
 
 def test_the_readmes_sample_output_is_what_notebook_1_prints():
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     sample = readme.split("```text\n", 1)[1].split("```", 1)[0]
     printed = stdout_text(notebook("01"))
-    assert sample.strip() and all(line in printed for line in sample.splitlines())
+    assert sample.strip() and all(line in printed for line in sample.splitlines()), (
+        "README.md's sample output (its first ```text block) must be lines notebook 1 prints; "
+        "copy them from notebook 1's outputs")
 
 
 def test_code_lines_in_the_notebooks_fit_in_88_characters():
     long = [f"{path.name}: {line!r}" for path in NOTEBOOKS
             for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
             for line in cell.source.splitlines() if len(line) > 88]
-    assert long == []
+    assert long == [], f"code lines longer than 88 characters; wrap them: {long}"
 
 
 NUMBERED_LINK = re.compile(r"\[(?:[Nn]otebook |)(\d)(?: ·[^\]]*)?\]\(((\d\d)_[a-z_]+\.ipynb)\)")
@@ -208,7 +223,9 @@ def test_every_numbered_notebook_link_and_mention_points_at_a_notebook_that_is_t
                 wrong.append(f"{where}: [{number} ...]({target})")
         wrong += [f"{where}: notebook {n}" for n in MENTION.findall(text)
                   if not 1 <= int(n) <= len(NOTEBOOKS)]
-    assert wrong == []
+    assert wrong == [], (
+        f"these links or mentions name a notebook that is not there (or link N to another "
+        f"number): {wrong}; fix the number or the file name")
 
 
 # What a message or a paragraph sends the reader to a notebook for, and what that notebook must
@@ -232,3 +249,61 @@ def test_what_a_reader_is_sent_to_a_notebook_for_is_in_that_notebook():
     for where, words, number, held in SENT_THERE_FOR:
         assert words in texts[where].replace("\n", " "), f"{where} no longer says {words!r}"
         assert held in texts[NOTEBOOKS[number - 1].name], f"{words!r}: not in notebook {number}"
+
+
+@pytest.fixture(scope="module")
+def kernel_without_memorybook(tmp_path_factory) -> str:
+    """A kernel as a hosted notebook or a plain Jupyter has: the libraries, not this collection.
+
+    Its Python is a fresh venv that sees this environment's libraries by a .pth line, which adds
+    their folder without running its .pth files, so the editable install of memorybook is not
+    there. Returns the JUPYTER_PATH holding its kernelspec, `alone`."""
+    folder = tmp_path_factory.mktemp("alone")
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    (site / "libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    spec = folder / "kernels" / "alone"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f",
+                 "{connection_file}"],
+        "display_name": "Python 3, without this collection", "language": "python"}))
+    return str(folder)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda path: path.name[:2])
+def test_a_later_notebook_opened_alone_stops_in_its_first_cell_saying_what_to_install(
+        path, tmp_path, kernel_without_memorybook, monkeypatch):
+    monkeypatch.setenv("JUPYTER_PATH", kernel_without_memorybook)
+    shutil.copyfile(path, tmp_path / path.name)
+    notebook = nbformat.read(tmp_path / path.name, as_version=4)
+    for cell in notebook.cells:  # as a reader opens it after clearing its outputs
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    client = NotebookClient(notebook, kernel_name="alone", timeout=60,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError):
+        client.execute(env={"PATH": "/usr/bin:/bin"})
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    errors = [output for output in code[0].get("outputs", []) if output.output_type == "error"]
+    assert errors and errors[0].ename == "ModuleNotFoundError" and (
+        "make setup" in errors[0].evalue and "pip install" in errors[0].evalue), (
+        f"{path.name} opened outside the collection must stop in its first code cell with a "
+        "ModuleNotFoundError saying what to install (`make setup`, `pip install`): start that "
+        "cell with the `find_spec(\"memorybook\")` check the other notebooks have; it showed "
+        f"{[(e.ename, e.evalue) for e in errors] or code[0].get('outputs')}")
+    assert "\n" not in errors[0].evalue, "the message is one line"
+    assert not any(cell.get("outputs") or cell.get("execution_count") for cell in code[1:]), (
+        f"{path.name}: cells after the first ran; nbclient should have stopped at the first")
+
+
+def test_the_readmes_table_has_a_row_for_every_notebook():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| \[[^\]]+\]\(notebooks/(\d\d_[a-z0-9_]+\.ipynb)\)", readme,
+                      re.M)
+    assert rows == [(str(n), path.name) for n, path in enumerate(NOTEBOOKS, start=1)], (
+        "README.md's table of notebooks must have one row per notebook, in order, "
+        "`| N | [what](notebooks/NN_name.ipynb) | what it shows |`; it lists "
+        f"{[name for _, name in rows]} for {[path.name for path in NOTEBOOKS]}")

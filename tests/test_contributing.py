@@ -12,7 +12,8 @@ import subprocess
 from tests.helpers import REPO_ROOT
 
 CONTRIBUTING = (REPO_ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
-NOTEBOOK_RANGE = re.compile(r"^(\d\d)_[a-z_]+\.ipynb \.\.\. (\d\d)_[a-z_]+\.ipynb$")
+NOTEBOOKS_LINE = "NN_name.ipynb"  # stands for every notebook, however many there are
+NOTEBOOK_NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")
 
 
 def layout() -> dict[str, list[str]]:
@@ -40,8 +41,17 @@ def tracked() -> set[str]:
     return {path for path in files.stdout.splitlines() if (REPO_ROOT / path).exists()}
 
 
-def test_contributing_is_at_most_1500_words():
-    assert len(CONTRIBUTING.split()) <= 1500
+# The Layout block grows by a line with each file, as rule 9 asks; the prose before it is held to
+# what it had when the whole page was held to 1,500 words (the Layout block then had 376).
+PROSE_WORDS = 1_124
+
+
+def test_contributing_before_its_layout_is_at_most_1124_words():
+    prose = CONTRIBUTING.split("## Layout", 1)[0]
+    assert len(prose.split()) <= PROSE_WORDS, (
+        f"CONTRIBUTING.md has {len(prose.split())} words before its Layout block, more than "
+        f"{PROSE_WORDS}: shorten its prose rather than raise PROSE_WORDS in "
+        "tests/test_contributing.py")
 
 
 def test_the_layout_list_is_the_tree():
@@ -54,11 +64,8 @@ def test_the_layout_list_is_the_tree():
                  for path in files if path.startswith(folder)}
         named = set()
         for name in names:
-            notebooks = NOTEBOOK_RANGE.match(name)
-            if notebooks:
-                first, last = int(notebooks[1]), int(notebooks[2])
-                named |= {entry for entry in there if entry.endswith(".ipynb")
-                          and first <= int(entry[:2]) <= last}
+            if name == NOTEBOOKS_LINE:
+                named |= {entry for entry in there if NOTEBOOK_NAME.match(entry)}
             else:
                 named.add(name)
         wrong += [f"{folder}{name}: listed, not in the tree" for name in sorted(named - there)]
@@ -66,11 +73,44 @@ def test_the_layout_list_is_the_tree():
     for name in layout()[""]:  # top-level entries listed alone must exist
         if not (REPO_ROOT / name).exists():
             wrong.append(f"{name}: listed, not in the tree")
-    assert wrong == []
+    assert wrong == [], (
+        f"CONTRIBUTING.md's Layout block and the tree differ: {wrong}; add a line there for each "
+        "file added, remove the line of each file removed (one line a file, indented two spaces "
+        "a level)")
 
 
 def test_each_everyday_change_has_its_recipe():
     recipes = CONTRIBUTING.split("## Four everyday changes", 1)[1].split("\n## ", 1)[0]
     for change in ("Change a ticket", "Reword a question", "Add a store backend",
                    "Add a notebook"):
-        assert f"**{change}" in recipes, change
+        assert f"**{change}" in recipes, (
+            f"CONTRIBUTING.md's 'Four everyday changes' lacks the recipe '{change}': "
+            "tests/test_recipes.py follows it")
+
+
+# A docstring's pointer into the maintainers' or the reader's page: the page's name, a comma and
+# the section's title in double quotes
+POINTER = re.compile(r'(CONTRIBUTING|README)\.md, "([^"]+)"')
+
+
+def places(text: str) -> set[str]:
+    """What a pointer can name in a page: its headings and the bold words opening a paragraph."""
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    leads = re.findall(r"^\*\*([^*]+?)\.?\*\*", text, re.M)
+    return {" ".join(name.split()) for name in headings + leads}
+
+
+def test_every_pointer_into_contributing_or_the_readme_names_a_section_there():
+    pages = {name: places((REPO_ROOT / f"{name}.md").read_text(encoding="utf-8"))
+             for name in ("CONTRIBUTING", "README")}
+    wrong = []
+    for folder in ("memorybook", "dev", "tools", "tests", "benchmarks"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            for page, title in POINTER.findall(text):
+                title = " ".join(title.split())
+                if not any(place.startswith(title) for place in pages[page]):
+                    wrong.append(f"{path.relative_to(REPO_ROOT)}: {page}.md, {title!r}")
+    assert wrong == [], (
+        f"these docstrings point at sections the page does not have: {wrong}; name a heading "
+        "or a paragraph's bold opening words that exist there, or add that section")

@@ -1,7 +1,7 @@
 """Live mode, tested for real: the SDK's client against a loopback System One server.
 
 The server (tools/loopback_server.py) answers from the committed recording, or fails on purpose.
-Every run records into a scratch file, never into notebooks/json_cache/json_cache.json.
+Every run records into a scratch file, never into json_cache/json_cache.json.
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path)
             continue
         fresh = stdout_of(tmp_path / "notebooks" / committed.name)
         assert fresh.replace("Live: new calls are added to", "Replaying").replace(
-            str(tmp_path / "new.json"), "notebooks/json_cache/json_cache.json").replace(
-            "not the calls notebooks/json_cache/provenance.json describes",
+            str(tmp_path / "new.json"), "json_cache/json_cache.json").replace(
+            "not the calls json_cache/provenance.json describes",
             "the published result of 2026-10-29, rebuilt from the official page's figures"
         ) == stdout_of(committed)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]

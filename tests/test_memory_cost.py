@@ -69,5 +69,9 @@ def test_selecting_counts_one_relevance_request_per_memory_and_pays_where_it_say
     assert selected == memory_cost.wrapped_call_bytes(slow, ten[:2], gate)
     everything = memory_cost.wrapped_call_bytes(slow, ten, gate)
     calls = memory_cost.calls_to_pay(slow, ten, gate)
-    assert relevance + calls * selected < calls * everything
-    assert relevance + (calls - 1) * selected >= (calls - 1) * everything
+    assert relevance + calls * selected < calls * everything, (
+        f"calls_to_pay() = {calls} calls do not repay the relevance requests ({relevance} bytes): "
+        "fix memory_cost.calls_to_pay in notebook 8")
+    assert relevance + (calls - 1) * selected >= (calls - 1) * everything, (
+        f"{calls - 1} calls would already repay them: calls_to_pay() in notebook 8 must give "
+        "the fewest")

@@ -270,7 +270,7 @@ def test_notebook_7_names_in_its_metadata_the_recording_it_records_into():
     from memorybook.next_steps import NEXT_STEPS_RECORDING
 
     said = notebook("07")["metadata"]["memorybook"]["records_into"]
-    assert said == NEXT_STEPS_RECORDING.relative_to(REPO_ROOT / "notebooks").as_posix()
+    assert said == NEXT_STEPS_RECORDING.relative_to(REPO_ROOT).as_posix()
 
 
 def test_the_notebook_shows_no_next_step_answer_and_says_so():

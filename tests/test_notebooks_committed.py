@@ -25,14 +25,18 @@ by_name = pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBO
 
 
 def test_the_notebooks_are_numbered_from_01_without_a_gap():
-    assert len(NOTEBOOKS) >= 8
-    assert [p.stem[:2] for p in NOTEBOOKS] == [f"{n:02d}" for n in range(1, len(NOTEBOOKS) + 1)]
+    numbers = [p.stem[:2] for p in NOTEBOOKS]
+    assert len(NOTEBOOKS) >= 8, f"notebooks/ holds {len(NOTEBOOKS)} numbered notebooks, not 8+"
+    assert numbers == [f"{n:02d}" for n in range(1, len(NOTEBOOKS) + 1)], (
+        f"notebooks/ is numbered {numbers}: rename the notebooks NN_name.ipynb from 01 up "
+        "without a gap (CONTRIBUTING, 'Add a notebook')")
 
 
 @by_name
 def test_every_code_cell_ran_once_in_order(path):
     counts = [cell["execution_count"] for cell in code_cells(load(path))]
-    assert counts == list(range(1, len(counts) + 1))
+    assert counts == list(range(1, len(counts) + 1)), (
+        f"{path.name}'s code cells ran as {counts}, not once each in order: run `make run`")
 
 
 @by_name
@@ -46,8 +50,11 @@ def test_no_stored_error_or_stderr(path):
 @by_name
 def test_metadata_does_not_depend_on_the_machine(path):
     metadata = load(path)["metadata"]
-    assert metadata["kernelspec"]["name"] == "python3"
-    assert metadata["language_info"] == {"name": "python"}
+    assert metadata["kernelspec"]["name"] == "python3", (
+        f"{path.name}: its metadata's kernelspec must be python3; `make run` writes it")
+    assert metadata["language_info"] == {"name": "python"}, (
+        f"{path.name}: its metadata's language_info holds this machine's Python; `make run` "
+        "keeps only its name")
     for cell in load(path)["cells"]:
         assert "execution" not in cell.get("metadata", {}), "timings stored"
 
@@ -63,7 +70,9 @@ MACHINE_SPECIFIC = [
 @by_name
 def test_outputs_hold_nothing_from_the_machine_that_ran_them(path):
     text = json.dumps([cell.get("outputs", []) for cell in load(path)["cells"]])
-    assert str(REPO_ROOT) not in text
+    assert str(REPO_ROOT) not in text, (
+        f"an output of {path.name} holds this checkout's path: print paths relative to it "
+        "(memorybook.config.shown_path) and `make run`")
     for pattern, what in MACHINE_SPECIFIC:
         assert not pattern.search(text), f"an output holds {what}: {pattern.search(text)[0]!r}"
 
@@ -73,7 +82,10 @@ def test_opens_with_a_title_and_the_result_it_replays(path):
     first = "".join(load(path)["cells"][0]["source"])
     assert re.match(rf"# {int(path.stem[:2])} · \S", first), "title: '# N · what it shows'"
     assert "**Published result of jev-1.14.0 (2026-10-29), replayed" in first or (
-        "**Made here:**" in first)
+        "**Made here:**" in first), (
+        f"{path.name}: after its title, the first cell says what it shows, opening "
+        "'**Published result of jev-1.14.0 (2026-10-29), replayed here:**' or '**Made here:**' "
+        "(CONTRIBUTING, 'Add a notebook')")
     assert "Measured" not in first, "a replay of a rebuilt recording is not a measurement"
 
 
@@ -90,7 +102,8 @@ def test_every_code_cell_follows_a_paragraph(path):
 def test_outputs_are_compared_not_ignored(path):
     for cell in code_cells(load(path)):
         source = "".join(cell["source"])
-        assert "NBVAL_IGNORE_OUTPUT" not in source and "NBVAL_SKIP" not in source
+        assert "NBVAL_IGNORE_OUTPUT" not in source and "NBVAL_SKIP" not in source, (
+            f"{path.name}: a cell skips nbval's comparison; make its output deterministic instead")
 
 
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)  # fenced blocks and code spans

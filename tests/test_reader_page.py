@@ -96,7 +96,10 @@ def test_the_pattern_imports_nothing_from_this_repository():
     modules = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                for alias in node.names]
     modules += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
-    assert modules and not [m for m in modules if m.split(".")[0] in ("memorybook", "tools")]
+    ours = [m for m in modules if m.split(".")[0] in ("memorybook", "tools")]
+    assert modules and not ours, (
+        f"the pattern cells (tagged `pattern`) import {ours} from this repository: an app "
+        "copies them, so they must import only libraries")
 
 
 def test_a_pattern_cell_says_so_in_its_first_line_and_only_a_pattern_cell_does():
@@ -116,7 +119,9 @@ def test_the_pattern_covers_what_an_app_needs_in_reading_order():
                or (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))]
     needed = ["REMEMBER_AT", "MEMORY_KEY", "client", "json_cache", "ROUTE", "ask", "as_memory",
               "GATE", "worth_keeping", "MEMORIES", "ask_with_memory"]
-    assert [name for name in defined if name in needed] == needed
+    assert [name for name in defined if name in needed] == needed, (
+        f"notebook 1's pattern cells must define {needed}, in that order; they define "
+        f"{[name for name in defined if name in needed]}")
 
 
 def words(text: str) -> int:
@@ -135,14 +140,18 @@ def markdown_words() -> dict[str, int]:
                 first_six += words(cell.source) if path.name[:2] <= "06" else 0
                 every += words(cell.source)
     assert wrapper_defined, "no notebook defines ask_with_memory()"
-    readme = words((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
+    readme_text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    # The README's table of notebooks grows by a row with each notebook (CONTRIBUTING, "Add a
+    # notebook"); its prose is what the budget holds.
+    prose = "\n".join(line for line in readme_text.splitlines() if not line.startswith("|"))
     return {"before ask_with_memory()": before_wrapper, "notebooks 1-6": first_six,
-            "every notebook": every, "README": readme}
+            "every notebook": every, "README, without its tables": words(prose)}
 
 
 # "every notebook": the prose of the nine notebooks before notebook 1 became the whole page.
+# "README, without its tables": 1,200 words with the table of eight notebooks (157 words).
 BUDGETS = {"before ask_with_memory()": 900, "notebooks 1-6": 3_400, "every notebook": 5_892,
-           "README": 1_200}
+           "README, without its tables": 1_043}
 
 
 def test_the_way_in_stays_within_its_word_budgets():
@@ -150,4 +159,6 @@ def test_the_way_in_stays_within_its_word_budgets():
     print("\n" + "\n".join(f"{name}: {counted[name]:,} words (at most {BUDGETS[name]:,})"
                            for name in BUDGETS))
     over = {name: count for name, count in counted.items() if count > BUDGETS[name]}
-    assert not over, f"over budget: {over}"
+    assert not over, (
+        f"over budget: {over}; shorten the prose there (the notebooks' Markdown cells, or "
+        "README.md) rather than raise BUDGETS in tests/test_reader_page.py")

@@ -76,7 +76,7 @@ def test_an_edited_ticket_is_explained_wherever_the_collection_runs(tmp_path):
     copy = collection_with_an_edited_ticket(tmp_path / "copy")
     notebook = "notebooks/01_memory_system.ipynb"
     committed = (copy / notebook).read_bytes()
-    recording = (copy / "notebooks" / "json_cache" / "json_cache.json").read_bytes()
+    recording = (copy / "json_cache" / "json_cache.json").read_bytes()
     runs = {
         "make run": [sys.executable, "-m", "tools.execute", notebook],
         "jupyter nbconvert --execute": [
@@ -94,7 +94,7 @@ def test_an_edited_ticket_is_explained_wherever_the_collection_runs(tmp_path):
         assert_explains_the_edited_call(result.stdout + result.stderr, what)
 
     assert (copy / notebook).read_bytes() == committed, "make run kept the notebook as it was"
-    recording_now = (copy / "notebooks" / "json_cache" / "json_cache.json").read_bytes()
+    recording_now = (copy / "json_cache" / "json_cache.json").read_bytes()
     assert recording_now == recording, "nothing recorded"
 
 

@@ -25,23 +25,40 @@ def test_the_committed_files_are_what_the_table_of_figures_rebuilds():
     assert rebuild.returncode == 0, rebuild.stderr
 
 
+OFFICIAL_QUESTIONS = json.loads(
+    (REPO_ROOT / "data" / "official_questions.json").read_text(encoding="utf-8"))
+
+# `make recording`, with the gate asking the official question reworded by one word.
+REBUILD_REWORDED = """
+import runpy, sys
+from typesafe_sdk import Noul
+import memorybook.memory_system as notebook_1
+notebook_1.GATE["remember"] = Noul.model_validate({gate!r})
+sys.argv = ["build_recording"]
+runpy.run_module("tools.build_recording", run_name="__main__")
+"""
+
+
 def test_a_reworded_question_is_never_given_the_published_answers(tmp_path):
     copy = copy_of_the_collection(tmp_path / "copy")
     shutil.copytree(REPO_ROOT / "tools", copy / "tools")
-    module = copy / "memorybook" / "memory_system.py"
-    official = "does the thread state a lasting fact about the"
-    assert official in module.read_text(encoding="utf-8")
-    module.write_text(module.read_text(encoding="utf-8").replace(
-        official, "does the thread state a durable fact about the"), encoding="utf-8")
-    recording = copy / "notebooks" / "json_cache"
+    gate = dict(OFFICIAL_QUESTIONS["gate"]["remember"])
+    assert " lasting fact " in gate["instructions"], (
+        "data/official_questions.json: the official gate asks about a 'lasting fact'; restore "
+        "the file (`git checkout -- data/official_questions.json`)")
+    gate["instructions"] = gate["instructions"].replace(" lasting fact ", " durable fact ")
+    recording = copy / "json_cache"
     before = {path.name: path.read_bytes() for path in recording.iterdir()}
-    rebuild = subprocess.run([sys.executable, "-m", "tools.build_recording"], cwd=copy,
-                             env={**os.environ, "PYTHONPATH": str(copy)}, capture_output=True,
-                             text=True, timeout=300)
-    assert rebuild.returncode == 1
-    assert rebuild.stderr.startswith("Not rebuilt: the call gate T-201 routed to cloud_ops "
-                                     "asks something other than the official page does")
-    assert {path.name: path.read_bytes() for path in recording.iterdir()} == before
+    rebuild = subprocess.run([sys.executable, "-c", REBUILD_REWORDED.format(gate=gate)],
+                             cwd=copy, env={**os.environ, "PYTHONPATH": str(copy)},
+                             capture_output=True, text=True, timeout=300)
+    assert rebuild.returncode == 1 and rebuild.stderr.startswith(
+        "Not rebuilt: the call gate T-201 routed to cloud_ops asks something other than the "
+        "official page does"), (
+        "`make recording` must refuse a gate reworded from data/official_questions.json, naming "
+        f"the first call it would answer (tools/build_recording.py); it said: {rebuild.stderr}")
+    assert {path.name: path.read_bytes() for path in recording.iterdir()} == before, (
+        "a refused rebuild changed json_cache/: tools/build_recording.py must write nothing")
 
 
 def test_the_keys_are_the_ones_the_official_code_requests():
@@ -108,7 +125,7 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
     with pytest.raises(RecordingMissError) as raised:
         notebook_1.ask(state, notebook_1.ROUTE)
     message = str(raised.value)
-    assert ("The recording notebooks/json_cache/json_cache.json has no answer to this call"
+    assert ("The recording json_cache/json_cache.json has no answer to this call"
             in message)
     assert "about ticket T-201 ('Slow dashboards, again') of customer C-1042" in message
     assert '`ticket.subject` is "Slow dashboards, again"' in message

@@ -315,7 +315,7 @@ def test_a_failed_write_is_a_recording_error_and_leaves_nothing_behind(
 
 def test_temporary_recording_files_are_ignored_by_git():
     for name in (".json_cache.json.k2v9x1", ".json_cache.new.json.abc_12"):
-        ignored = subprocess.run(["git", "check-ignore", "-q", f"notebooks/json_cache/{name}"],
+        ignored = subprocess.run(["git", "check-ignore", "-q", f"json_cache/{name}"],
                                  cwd=REPO_ROOT)
         assert ignored.returncode == 0, name
 
@@ -324,7 +324,7 @@ def test_temporary_recording_files_are_ignored_by_git():
 
 
 def test_git_checkout_is_only_suggested_for_files_of_the_repository(tmp_path):
-    assert "git checkout -- notebooks/json_cache/json_cache.json" in restore_hint(RECORDING_PATH)
+    assert "git checkout -- json_cache/json_cache.json" in restore_hint(RECORDING_PATH)
     assert restore_hint(tmp_path / "json_cache.json") == ""
     outside = tmp_path / "json_cache.json"
     outside.write_text("{broken", encoding="utf-8")
@@ -336,7 +336,7 @@ def test_git_checkout_is_only_suggested_for_files_of_the_repository(tmp_path):
 @pytest.mark.parametrize("damage", ["not JSON", "an answer of the wrong shape"])
 def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_path, damage):
     copy = copy_of_the_collection(tmp_path / "copy")
-    recording = copy / "notebooks" / "json_cache" / "json_cache.json"
+    recording = copy / "json_cache" / "json_cache.json"
     if damage == "not JSON":
         recording.write_text('{"_system_one|jev-1.14.0|": ', encoding="utf-8")
     else:
@@ -419,7 +419,7 @@ def test_a_recording_holding_one_key_twice_with_different_answers_is_refused(tmp
 @pytest.mark.parametrize("name", ["next_steps.json", "json_cache.new.json"])
 def test_git_checkout_is_never_suggested_for_a_file_git_does_not_track(name):
     assert restore_hint(RECORDING_PATH.with_name(name)) == ""
-    assert "git checkout -- notebooks/json_cache/provenance.json" in restore_hint(
+    assert "git checkout -- json_cache/provenance.json" in restore_hint(
         RECORDING_PATH.with_name("provenance.json"))
 
 

@@ -5,10 +5,10 @@ under the same cache keys. It runs the notebooks' own code (the probe experiment
 reconciliation: the official run's order) against a stand-in transport that answers each call from
 `data/published_figures.csv`. Every value the official page prints is taken from that table as it
 is; every value it does not print is filled by one of the RULES below, and
-`notebooks/json_cache/provenance.json` records, field by field, which is which and where on the
+`json_cache/provenance.json` records, field by field, which is which and where on the
 page each published value stands.
 
-    python -m tools.build_recording          # write notebooks/json_cache/: both files
+    python -m tools.build_recording          # write json_cache/: both files
     python -m tools.build_recording --check  # exit 1 if the committed files differ from a rebuild
 """
 
@@ -237,7 +237,7 @@ def rebuild() -> tuple[str, str]:
     provenance = {
         "origin": "rebuilt",
         "recording_sha256": hashlib.sha256(recording.encode()).hexdigest(),
-        "about": "What in notebooks/json_cache/json_cache.json is published and what is filled "
+        "about": "What in json_cache/json_cache.json is published and what is filled "
         "in, and "
         "the request behind each answer; written by `python -m tools.build_recording`, never by "
         "hand.",

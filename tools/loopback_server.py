@@ -3,7 +3,7 @@
 The real ``typesafe_sdk.TypeSafeClient`` talks to it over HTTP on 127.0.0.1, so tests exercise the
 SDK's own request encoding, response parsing, error mapping and retries. Nothing leaves the machine.
 
-    with LoopbackSystemOne("notebooks/json_cache/json_cache.json") as server:
+    with LoopbackSystemOne("json_cache/json_cache.json") as server:
         client = TypeSafeClient(api_key="test-key", base_url=server.base_url, compression=False)
 
 A request whose recording key is missing answers 404 naming the key: a test stand-in must be loud.

@@ -31,7 +31,8 @@ from memorybook.recording.cache import cache_key
 from memorybook.replay import explain_miss, read_threshold_from
 
 NOTEBOOK_1_MODULE = "memorybook.memory_system"
-NOTEBOOK_1_CACHE = Path("json_cache/json_cache.json")  # beside the notebooks, as notebook 1 has it
+# The collection's recording, as notebook 1 finds it from notebooks/: json_cache/ one folder up
+NOTEBOOK_1_CACHE = Path("../json_cache/json_cache.json")
 
 
 class SettingHasNoEffectError(RecordingError):
@@ -87,7 +88,8 @@ def frames_of(traceback: TracebackType | None) -> list:
 
 
 def recording_in_use(shell) -> Path:
-    """The file notebook 1's cache reads (cooksafe's JsonCache keeps it as `path`)."""
+    """The file notebook 1's cache reads (cooksafe's JsonCache keeps it as `path`), or the
+    collection's before that cache is made."""
     cache_path = getattr(shell.user_ns.get("json_cache"), "path", NOTEBOOK_1_CACHE)
     return Path(cache_path).resolve()
 

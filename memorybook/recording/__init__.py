@@ -3,7 +3,7 @@
     file.py        reading the file with errors that name it; the merged, locked, atomic write
     checks.py      what can be wrong with an entry, or with an answer to the call's questions
     cache.py       CheckedJsonCache and open_recording: the cache the notebooks decorate with
-    provenance.py  notebooks/json_cache/provenance.json, read in this one place
+    provenance.py  json_cache/provenance.json, read in this one place
     origins.py     the recording's summary, and where each recorded value came from
     state_parts.py what a request's state holds: its ticket, customer and memories
 """

@@ -163,6 +163,6 @@ def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path
 
 def open_recording(path: Path | None = None) -> CheckedJsonCache:
     """The cache on the recording (by default $MEMORYBOOK_RECORDING, else the committed
-    notebooks/json_cache/json_cache.json): read at its first lookup with clear errors, checked
+    json_cache/json_cache.json): read at its first lookup with clear errors, checked
     answers, safe writes."""
     return CheckedJsonCache(path)

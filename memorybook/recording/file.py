@@ -18,7 +18,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from memorybook.config import recording_path, restore_hint, shown_path
+from memorybook.config import missing_recording_problem, recording_path, restore_hint, shown_path
 from memorybook.recording.checks import entry_shape_problem
 from memorybook.recording.provenance import call_named_for
 from memorybook.redaction import redact
@@ -169,6 +169,9 @@ def read_recording(path: Path | None = None) -> dict:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
+        problem = missing_recording_problem(path)
+        if problem is not None:
+            raise RecordingError(problem) from None
         return {}
     except OSError as error:
         raise RecordingError(
@@ -231,7 +234,7 @@ def _load_entries(path: Path) -> dict:
         if problem is not None:
             call = call_named_for(key)
             named = ("" if call is None
-                     else f" (the call {call!r} in notebooks/json_cache/provenance.json)")
+                     else f" (the call {call!r} in json_cache/provenance.json)")
             raise RecordingError(
                 f"The recording {shown_path(path)} has a damaged entry {shown_key(key)}{named}: "
                 f"{problem}. It was left as it is. Remove that entry and record it again"

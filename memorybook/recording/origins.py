@@ -1,6 +1,6 @@
 """What the recording holds and where each value came from: published, filled by a rule, measured.
 
-These join the recording with notebooks/json_cache/provenance.json for the notebooks: the
+These join the recording with json_cache/provenance.json for the notebooks: the
 summary of the recording and every answer to one Noul question.
 """
 
@@ -33,7 +33,7 @@ def recording_summary(path: Path | None = None) -> str:
     rebuilt_as_committed = provenance["origin"] == "rebuilt" and (
         hashlib.sha256(text).hexdigest() == provenance["recording_sha256"])
     if set(provenance["entries"]) != set(entries):
-        origin = "not the calls notebooks/json_cache/provenance.json describes"
+        origin = "not the calls json_cache/provenance.json describes"
     elif provenance["origin"] == "rebuilt" and not rebuilt_as_committed:
         origin = "the same calls as the rebuilt recording, with other answers"
     elif rebuilt_as_committed:

@@ -1,4 +1,4 @@
-"""notebooks/json_cache/provenance.json, read in this one place: the request behind each
+"""json_cache/provenance.json, read in this one place: the request behind each
 recorded answer, the reader's name for each call, and which of an answer's values were published,
 filled or measured.
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memorybook.config import PROVENANCE_PATH
+from memorybook.config import provenance_path
 
 
 def read_provenance(path: Path | None = None) -> dict:
-    """The whole of notebooks/json_cache/provenance.json (or of the provenance file at `path`)."""
-    path = PROVENANCE_PATH if path is None else path
+    """The whole of json_cache/provenance.json (beside the recording in use, see
+    config.provenance_path()), or of the provenance file at `path`."""
+    path = provenance_path() if path is None else path
     return json.loads(path.read_text(encoding="utf-8"))
 
 

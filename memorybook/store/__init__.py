@@ -1,4 +1,4 @@
-"""Persistent, encrypted, per-customer memory: the store notebook 7 gives the wrapper.
+"""Persistent, encrypted, per-customer memory: the store notebook 6 gives the wrapper.
 
     from memorybook.store import open_store
 
@@ -8,7 +8,8 @@
         store.forget("C-1042", "T-101")   # delete them for good; returns what was deleted
         store.forget_customer("C-1042")   # erase every memory of the customer; returns them
 
-What the store guarantees and how it is built: CONTRIBUTING.md, "The persistent store".
+What the store guarantees: README.md, "Guarantees". How it is built: CONTRIBUTING.md, "The
+store"; adding a backend: CONTRIBUTING.md, "Add a store backend".
 """
 
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, Memories, MemoryStore, SealedRow

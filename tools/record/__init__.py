@@ -6,8 +6,8 @@
     python -m tools.record notebooks/03_probe_experiment.ipynb   # every call; this notebook only
     make accept-recording # after review: the new recording replaces the committed one
 
-Recording never touches notebooks/json_cache/json_cache.json: answers go to
-notebooks/json_cache/json_cache.new.json (resumed if a run was interrupted) and the notebooks run
+Recording never touches json_cache/json_cache.json: answers go to
+json_cache/json_cache.new.json (resumed if a run was interrupted) and the notebooks run
 into build/recorded/. The two customers' calls are independent of each other, so they are recorded
 side by side first; the notebooks then replay the new recording (not with --calls-only, which stops
 at the report). The API's own retry policy handles rate limits and server errors; a call that still

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from memorybook.config import (
+    PROVENANCE_PATH,
     RECORDING_PATH,
     USD_PER_BILLION_INPUT_TOKENS,
     input_cost_usd,
@@ -45,5 +46,5 @@ def dry_run(output: Path) -> int:
     print(f"Estimated input: {tokens:,} tokens, ${input_cost_usd(tokens):.4f} at "
           f"${USD_PER_BILLION_INPUT_TOKENS} per billion; output tokens are free.\n(Per-call "
           f"counts come from the committed recording, where only the total is published; see "
-          f"{shown_path(RECORDING_PATH.with_name('provenance.json'))}.)")
+          f"{shown_path(PROVENANCE_PATH)}.)")
     return 0
