@@ -13,6 +13,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECORDING_PATH = REPO_ROOT / "notebooks" / "json_cache" / "json_cache.json"
 PROVENANCE_PATH = REPO_ROOT / "notebooks" / "json_cache" / "provenance.json"
+# `make accept-recording` stages the new recording and provenance in this folder beside them,
+# then puts both in place at once; the next read finishes (or undoes) an interrupted one.
+ACCEPTING_FOLDER_NAME = ".accepting"
 
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
@@ -63,6 +66,11 @@ def timeout_seconds() -> float:
 def recording_path() -> Path:
     override = os.environ.get(RECORDING_ENV, "").strip()
     return Path(override).resolve() if override else RECORDING_PATH
+
+
+def accepting_folder(folder: Path) -> Path:
+    """Where an accept stages the files it replaces in `folder` (see ACCEPTING_FOLDER_NAME)."""
+    return folder / ACCEPTING_FOLDER_NAME
 
 
 def replay_only_reason() -> str | None:

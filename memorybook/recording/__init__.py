@@ -19,6 +19,8 @@ from memorybook.recording.cache import (
 from memorybook.recording.checks import ROUNDING, answer_problem, entry_shape_problem
 from memorybook.recording.file import (
     RecordingError,
+    commit_together,
+    finish_pending_commit,
     read_recording,
     save_merged,
     stop_writing,
@@ -50,7 +52,8 @@ __all__ = [
     "CheckedJsonCache", "cache_key", "check_answer", "cooksafe_key", "open_recording",
     "system_one_request",
     "ROUNDING", "answer_problem", "entry_shape_problem",
-    "RecordingError", "read_recording", "save_merged", "stop_writing", "write_text_atomically",
+    "RecordingError", "commit_together", "finish_pending_commit",
+    "read_recording", "save_merged", "stop_writing", "write_text_atomically",
     "RecordedAnswer", "leaf_values", "recorded_noul_answers",
     "recording_summary",
     "call_named_for", "origin_of", "read_provenance", "recorded_calls", "recorded_requests",
