@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import errno
 import json
+import math
 import os
 import stat
 import subprocess
@@ -414,6 +415,21 @@ def test_a_recording_holding_one_key_twice_with_different_answers_is_refused(tmp
     assert repr(key) in str(raised.value)
     path.write_text(f'{{"{key}": {first}, "{key}": {first}}}', encoding="utf-8")
     assert read_recording(path) == {key: GOOD["gate"]}  # the same answer twice is no conflict
+
+
+def test_a_value_given_twice_as_nan_is_no_conflict(tmp_path):
+    key = "_system_one|jev-1.14.0|a|b"
+    entry = json.dumps(GOOD["gate"]).replace('"noul": 0.02', '"noul": NaN, "noul": NaN')
+    assert entry.count("NaN") == 2, "GOOD['gate'] changed: put the NaNs elsewhere"
+    path = tmp_path / "json_cache.json"
+    path.write_text(f'{{"{key}": {entry}}}', encoding="utf-8")
+    try:
+        entries = read_recording(path)  # its answer is refused when a call reads it (not here)
+    except RecordingError as error:
+        raise AssertionError(
+            "NaN twice is the same value twice: memorybook/recording/file.py "
+            f"(_refusing_conflicting_duplicates) must not call it a conflict: {error}") from None
+    assert math.isnan(entries[key]["answers"]["remember"]["noul"])
 
 
 @pytest.mark.parametrize("name", ["next_steps.json", "json_cache.new.json"])

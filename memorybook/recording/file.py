@@ -297,10 +297,16 @@ def _refusing_conflicting_duplicates(pairs: list[tuple[str, object]]) -> dict:
     """A JSON object's pairs as a dict; a key given twice must have the same value both times."""
     found: dict = {}
     for key, value in pairs:
-        if key in found and found[key] != value:
+        if key in found and not _same_json(found[key], value):
             raise _ConflictingDuplicate(key)
         found[key] = value
     return found
+
+
+def _same_json(first: object, second: object) -> bool:
+    """Whether two parsed JSON values are the same text's: NaN is NaN here, though NaN != NaN."""
+    return first == second or json.dumps(first, sort_keys=True) == json.dumps(second,
+                                                                               sort_keys=True)
 
 
 def _load_entries(path: Path) -> dict:
