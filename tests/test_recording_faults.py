@@ -26,6 +26,7 @@ from nbclient.exceptions import CellExecutionError
 
 from memorybook import recording
 from memorybook.config import (
+    PROVENANCE_PATH,
     RECORDING_PATH,
     REPO_ROOT,
     ConfigError,
@@ -356,6 +357,46 @@ def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_
                if output.output_type == "error"]
     assert error.ename == "RecordingError", error.evalue
     assert "json_cache" in error.evalue and len(error.traceback) <= 2, error.traceback
+
+
+def damage_one_answer(entry: dict, damage: str) -> None:
+    team = entry["answers"]["team"]
+    if damage == "a probability of 7.5":
+        team["probabilities"][team["choice"]] = 7.5
+    elif damage == "a probability that is NaN":
+        team["probabilities"][team["choice"]] = float("nan")
+    elif damage == "a team that is not an option":
+        team["choice"] = "no_such_team"
+    else:
+        del entry["usage"]
+
+
+@pytest.mark.parametrize("damage", ["a probability of 7.5", "a probability that is NaN",
+                                    "a team that is not an option", "no usage"])
+def test_a_damaged_answer_stops_notebook_1_in_the_cell_that_reads_it(tmp_path, damage):
+    copy = copy_of_the_collection(tmp_path / "copy")
+    recording = copy / "notebooks" / "json_cache" / "json_cache.json"
+    entries = json.loads(recording.read_text(encoding="utf-8"))
+    calls = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    [key] = [key for key in entries if calls[key]["call"] == "route T-201 with memories: none"]
+    damage_one_answer(entries[key], damage)
+    recording.write_text(json.dumps(entries, indent=2), encoding="utf-8")
+    path = copy / "notebooks" / "01_memory_system.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with pytest.raises(CellExecutionError):
+        client.execute()
+    [(cell, error)] = [(cell, output) for cell in notebook.cells
+                       for output in cell.get("outputs", []) if output.output_type == "error"]
+    assert "plain Jev ->" in cell.source, (
+        f"{damage} stopped another cell than the first to read it: {cell.source[:80]!r}")
+    assert error.ename == "RecordingError", (
+        f"{damage}: dev/memorybook_dev/collection_kernel.py must check what notebook 1's cache "
+        f"hands back: {error.ename}: {error.evalue}")
+    assert "json_cache.json" in error.evalue and "T-201" in error.evalue, error.evalue
+    assert len(error.traceback) <= 2, error.traceback
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "1e308", "86401", "  "])
