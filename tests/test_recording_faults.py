@@ -316,7 +316,8 @@ def test_a_failed_write_is_a_recording_error_and_leaves_nothing_behind(
 
 
 def test_temporary_recording_files_are_ignored_by_git():
-    for name in (".json_cache.json.k2v9x1", ".json_cache.new.json.abc_12"):
+    for name in (".json_cache.json.k2v9x1", ".json_cache.new.json.abc_12",
+                 ".accepting/commit.json", ".accepting.lock"):
         ignored = subprocess.run(["git", "check-ignore", "-q", f"notebooks/json_cache/{name}"],
                                  cwd=REPO_ROOT)
         assert ignored.returncode == 0, name
