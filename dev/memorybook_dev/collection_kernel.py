@@ -81,6 +81,9 @@ class AnswersChecked:
     def __getattr__(self, name: str):
         return getattr(self._cache, name)
 
+    def __repr__(self) -> str:
+        return repr(self._cache)
+
     def __call__(self, fn):
         def live(*args, **kwargs):  # what the cache calls for an answer it lacks
             return self._checked(fn.__name__, args, kwargs, fn(*args, **kwargs))
