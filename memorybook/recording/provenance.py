@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 
 from memorybook.config import PROVENANCE_PATH
+from memorybook.recording.commit import finish_pending_commit
 
 
 def read_provenance(path: Path | None = None) -> dict:
     """The whole of notebooks/json_cache/provenance.json (or of the provenance file at `path`)."""
-    from memorybook.recording.file import finish_pending_commit
-
     path = PROVENANCE_PATH if path is None else path
     finish_pending_commit(path.parent)
     return json.loads(path.read_text(encoding="utf-8"))
