@@ -28,6 +28,10 @@ class PlainHttpRefusedError(TypeSafeError):
     """A live call would have sent the API key over plain http to another machine."""
 
 
+class ProxySettingError(TypeSafeError):
+    """A proxy set in the environment is of a kind the live client cannot send through."""
+
+
 class AnswerRefusedError(TypeSafeError):
     """A live call's answer was too long to read, or in an encoding that was not asked for."""
 

@@ -14,6 +14,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout; site-package
 RECORDING_FOLDER = REPO_ROOT / "json_cache"  # at the top of the collection, beside notebooks/
 RECORDING_PATH = RECORDING_FOLDER / "json_cache.json"
 PROVENANCE_PATH = RECORDING_FOLDER / "provenance.json"
+# `make accept-recording` stages the new recording and provenance in this folder beside them,
+# then puts both in place at once; the next read finishes (or undoes) an interrupted one.
+ACCEPTING_FOLDER_NAME = ".accepting"
 
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
@@ -82,6 +85,11 @@ def missing_recording_problem(path: Path) -> str | None:
     return (f"No recording at {path}: memorybook, installed without the collection's "
             f"json_cache/ folder, has none of its own. Set {RECORDING_ENV} to the path of a "
             "json_cache.json (the collection's is json_cache/json_cache.json in its repository).")
+
+
+def accepting_folder(folder: Path) -> Path:
+    """Where an accept stages the files it replaces in `folder` (see ACCEPTING_FOLDER_NAME)."""
+    return folder / ACCEPTING_FOLDER_NAME
 
 
 def replay_only_reason() -> str | None:

@@ -10,7 +10,7 @@ import base64
 import json
 import os
 import re
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
 from memorybook.config import API_KEY_ENV
 
@@ -23,10 +23,10 @@ _AUTHORIZATION_VALUE = re.compile(
 )
 _BEARER_TOKEN = re.compile(r"(?i)\b(bearer\s+)(?!\[redacted\])[^\s\"',;}\\]+")
 # A URL query parameter that holds a credential: ?password=, &sslpassword=, ?api_key=, &token=...
-_URL_QUERY_SECRET = re.compile(
-    r"(?i)([?&;][\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)[\w.-]*=)"
-    r"(?!\[redacted\])[^&#;\s\"'<>]+"
-)
+# Its name may be %-encoded (?pass%77ord=), as libpq and most URL parsers decode names too.
+_URL_QUERY_PARAMETER = re.compile(r"([?&;][\w.%-]+=)(?!\[redacted\])[^&;\s\"'<>]+")
+_SECRET_NAME = re.compile(
+    r"(?i)[\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)[\w.-]*")
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 # The password of a URL with credentials (scheme://user:password@host), up to its last @.
 _URL_PASSWORD = re.compile(r"""(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@"'<>]*:)(?!\[redacted\]@)[^\s/"'<>]+@""")
@@ -40,9 +40,14 @@ def redact(text: object, *secrets: str) -> str:
     """
     text = redact_key(str(text), *secrets)
     text = _URL_PASSWORD.sub(lambda match: match.group(1) + REDACTED + "@", text)
-    text = _URL_QUERY_SECRET.sub(lambda match: match.group(1) + REDACTED, text)
+    text = _URL_QUERY_PARAMETER.sub(_redacted_if_secret, text)
     text = _AUTHORIZATION_VALUE.sub(lambda match: match.group(1) + REDACTED, text)
     return _BEARER_TOKEN.sub(lambda match: match.group(1) + REDACTED, text)
+
+
+def _redacted_if_secret(parameter: re.Match) -> str:
+    name = unquote(parameter.group(1)[1:-1]).strip()
+    return parameter.group(1) + REDACTED if _SECRET_NAME.fullmatch(name) else parameter.group()
 
 
 def redact_key(text: str, *secrets: str) -> str:

@@ -27,7 +27,12 @@ from email.utils import parsedate_to_datetime
 import httpx2
 from typesafe_sdk import RetryPolicy, TypeSafeClient
 
-from memorybook.api_errors import AnswerRefusedError, CallTimeoutError, PlainHttpRefusedError
+from memorybook.api_errors import (
+    AnswerRefusedError,
+    CallTimeoutError,
+    PlainHttpRefusedError,
+    ProxySettingError,
+)
 from memorybook.config import (
     ALLOW_PLAIN_HTTP_ENV,
     API_KEY_ENV,
@@ -36,7 +41,7 @@ from memorybook.config import (
     replay_only_reason,
     timeout_seconds,
 )
-from memorybook.redaction import redact_key
+from memorybook.redaction import redact, redact_key
 from memorybook.replay import ReplayOnlyTransport
 
 # The SDK sends this header on every retry of a call, never on its first attempt: it tells this
@@ -123,8 +128,7 @@ class LiveTransport(httpx2.BaseTransport):
         request.extensions["timeout"] = _capped(request.extensions.get("timeout"), deadline - now)
         request.headers["Accept-Encoding"] = ", ".join(_DECOMPRESSORS)  # what _read_answer reads
         direct = request.url.scheme == "http" and _is_this_machine(request.url.host)
-        attempt = _Attempt(httpx2.Client(trust_env=not direct, verify=self._tls), request,
-                           self.max_answer_bytes)
+        attempt = _Attempt(self._client(direct), request, self.max_answer_bytes)
         worker = threading.Thread(target=attempt.run, name="memorybook-live-attempt", daemon=True)
         worker.start()
         worker.join(max(0.0, deadline - time.monotonic()))
@@ -153,6 +157,13 @@ class LiveTransport(httpx2.BaseTransport):
                       if name in response.extensions}
         return httpx2.Response(response.status_code, headers=headers,
                                content=_without_the_key(body), extensions=extensions)
+
+    def _client(self, direct: bool) -> httpx2.Client:
+        """An httpx2 client: through the environment's proxies, unless `direct`."""
+        try:
+            return httpx2.Client(trust_env=not direct, verify=self._tls)
+        except (ImportError, ValueError) as error:  # a socks or ftp proxy, say
+            raise ProxySettingError(_unusable_proxy(error)) from None
 
     def _timed_out(self, request: httpx2.Request) -> CallTimeoutError:
         last = self._call.last_attempt
@@ -248,6 +259,21 @@ def _refuse_plain_http_off_this_machine(url: httpx2.URL) -> None:
         f"{ALLOW_PLAIN_HTTP_ENV}=1 if the network to it is trusted (plain http to this machine, "
         "127.0.0.1 or localhost, is always allowed)"
     )
+
+
+_PROXY_SETTINGS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+
+
+def _unusable_proxy(error: Exception) -> str:
+    """One sentence naming the proxy setting the client could not use, and what to do."""
+    for name, value in os.environ.items():
+        scheme = value.strip().partition("://")[0].lower() if "://" in value else ""
+        if name.upper() in _PROXY_SETTINGS and scheme not in ("", "http", "https"):
+            return (f"cannot send through the proxy {name}={redact(value.strip())}: the "
+                    f"collection's client uses only http:// and https:// proxies, not {scheme}://; "
+                    f"set {name} to an http:// proxy, or unset it")
+    return (f"cannot use the proxy settings ({', '.join(_PROXY_SETTINGS)}): "
+            f"{' '.join(redact(error).split())}")
 
 
 def _is_this_machine(host: str) -> bool:

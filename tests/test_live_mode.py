@@ -344,6 +344,121 @@ def test_a_recording_lacking_calls_the_notebooks_make_is_not_accepted(tmp_path, 
     assert "about ticket T-201" in line
 
 
+def a_changed_recording() -> dict:
+    changed = json.loads(COMMITTED_TEXT)
+    changed[next(iter(changed))]["usage"]["input_tokens"] += 1
+    return changed
+
+
+def paired(recording: Path, provenance: Path) -> str:
+    """"old" or "new": which accept the pair shows, read as a reader does (finishing any)."""
+    from memorybook.recording import read_provenance, read_recording
+
+    read_recording(recording)
+    digest = hashlib.sha256(recording.read_bytes()).hexdigest()
+    written = read_provenance(provenance)
+    assert written["recording_sha256"] == digest, (
+        "the recording and its provenance describe different accepts: "
+        "tools/record/accept.py must commit both together (file.commit_together)")
+    return "old" if recording.read_bytes() == COMMITTED_RECORDING else "new"
+
+
+def accept_then_exit(new: Path, target: Path, provenance: Path, killed_before_call: int):
+    """In a forked child: accept, killed (SIGKILL) just before the n-th file system call."""
+    import os
+
+    from tools.record.accept import accept
+
+    calls = [0]
+
+    def killed_at_the_moment(original):
+        def call(*args, **kwargs):
+            calls[0] += 1
+            if calls[0] == killed_before_call:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(*args, **kwargs)
+        return call
+
+    for name in ("replace", "fsync", "mkdir", "unlink", "rmdir"):
+        setattr(os, name, killed_at_the_moment(getattr(os, name)))
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        accept(new, target, provenance)
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_an_accept_killed_at_any_moment_leaves_both_files_old_or_both_new(tmp_path, monkeypatch):
+    import os
+
+    from tools.record import accept as accept_module
+
+    monkeypatch.setattr(accept_module, "replay_in_a_new_process",
+                        lambda path: {"unanswered": [], "requests": {}})
+    seen = []
+    for moment in range(1, 80):  # killed just before the n-th replace, sync, mkdir or removal
+        folder = tmp_path / f"kill-{moment}"
+        folder.mkdir()
+        new, target, provenance = folder / "new.json", folder / "rec.json", folder / "prov.json"
+        new.write_text(json.dumps(a_changed_recording(), indent=2), encoding="utf-8")
+        target.write_bytes(COMMITTED_RECORDING)
+        shutil.copyfile(PROVENANCE_PATH, provenance)
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child
+            accept_then_exit(new, target, provenance, killed_before_call=moment)
+        _, status = os.waitpid(child, 0)
+        seen.append(paired(target, provenance))
+        if not os.WIFSIGNALED(status):
+            break
+    assert seen[-1] == "new" and "old" in seen, seen
+
+
+def accept_in_a_small_tmpfs(tmp_path, read_only: bool) -> tuple[Path, str]:
+    """Accept a changed recording over copies of the committed files in a 160 kB tmpfs (room
+    for a new recording, not for a new provenance beside it), or a read-only one."""
+    holding = tmp_path / "holding"
+    holding.mkdir()
+    (holding / "rec.json").write_bytes(COMMITTED_RECORDING)
+    shutil.copyfile(PROVENANCE_PATH, holding / "prov.json")
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(a_changed_recording(), indent=2), encoding="utf-8")
+    script = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from tools.record import accept
+        accept.replay_in_a_new_process = lambda path: {"unanswered": [], "requests": {}}
+        folder = Path(sys.argv[2])
+        sys.exit(accept.accept(Path(sys.argv[1]), folder / "rec.json", folder / "prov.json"))
+    """)
+    with helpers.small_tmpfs(tmp_path, "160k", read_only=read_only, holding=holding) as tmpfs:
+        done = subprocess.run([*tmpfs.enter, sys.executable, "-c", script, str(new),
+                               str(tmpfs.mount_point)], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert (tmpfs.here / "rec.json").read_bytes() == COMMITTED_RECORDING, (
+            "a failed accept changed the recording: tools/record/accept.py must commit it "
+            "with its provenance, or neither")
+        assert (tmpfs.here / "prov.json").read_bytes() == PROVENANCE_PATH.read_bytes()
+        left = sorted(path.name for path in tmpfs.here.iterdir())
+        assert left in (["prov.json", "rec.json"], [".accepting.lock", "prov.json", "rec.json"]), (
+            f"a failed accept left {left}: what it staged must go")
+    return tmpfs.here, done.stderr
+
+
+def test_accepting_onto_a_full_disk_changes_neither_file_and_says_so_in_one_line(tmp_path):
+    _, stderr = accept_in_a_small_tmpfs(tmp_path, read_only=False)
+    [line] = stderr.strip().splitlines()
+    assert line.startswith("Not accepted:") and "No space left on device" in line, line
+
+
+def test_accepting_into_a_read_only_folder_changes_neither_file_and_says_so(tmp_path):
+    _, stderr = accept_in_a_small_tmpfs(tmp_path, read_only=True)
+    [line] = stderr.strip().splitlines()
+    assert line.startswith("Not accepted:") and "Read-only file system" in line, line
+
+
 def test_accepting_without_a_new_recording_says_so_in_one_line(tmp_path, capsys):
     from tools.record.accept import accept
 

@@ -202,3 +202,22 @@ def test_the_longest_timeout_allowed_still_makes_live_calls(
     with LoopbackSystemOne(RECORDING_PATH, answer_with=lambda body: ANSWER) as server:
         outcome, _ = call(monkeypatch, server.base_url, MAX_TIMEOUT_SECONDS)
     assert outcome.answers["yes"].noul == 0.25, outcome
+
+
+@pytest.mark.parametrize("name, proxy", [("HTTPS_PROXY", "socks5://u:pw9Secret@127.0.0.1:1"),
+                                         ("https_proxy", "ftp://127.0.0.1:1"),
+                                         ("ALL_PROXY", "socks5h://127.0.0.1:1")])
+def test_a_proxy_the_client_cannot_use_is_named_in_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, name: str, proxy: str
+) -> None:
+    monkeypatch.setenv(name, proxy)
+    try:
+        outcome, _ = call(monkeypatch, "https://127.0.0.1:9", 2)
+    except (ImportError, ValueError) as error:
+        raise AssertionError(
+            f"{name}={proxy} gave a raw {type(error).__name__}: memorybook/transport.py must say "
+            f"in one sentence which proxy setting it cannot use: {error}") from None
+    message = str(outcome)
+    assert isinstance(outcome, TypeSafeError), outcome
+    assert f"{name}=" in message and proxy.partition(":")[0] in message, message
+    assert "pw9Secret" not in message and "\n" not in message, message

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import errno
 import json
+import math
 import os
 import stat
 import subprocess
@@ -25,6 +26,7 @@ from nbclient.exceptions import CellExecutionError
 
 from memorybook import recording
 from memorybook.config import (
+    PROVENANCE_PATH,
     RECORDING_PATH,
     REPO_ROOT,
     ConfigError,
@@ -314,7 +316,8 @@ def test_a_failed_write_is_a_recording_error_and_leaves_nothing_behind(
 
 
 def test_temporary_recording_files_are_ignored_by_git():
-    for name in (".json_cache.json.k2v9x1", ".json_cache.new.json.abc_12"):
+    for name in (".json_cache.json.k2v9x1", ".json_cache.new.json.abc_12",
+                 ".accepting/commit.json", ".accepting.lock"):
         ignored = subprocess.run(["git", "check-ignore", "-q", f"json_cache/{name}"],
                                  cwd=REPO_ROOT)
         assert ignored.returncode == 0, name
@@ -355,6 +358,46 @@ def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_
                if output.output_type == "error"]
     assert error.ename == "RecordingError", error.evalue
     assert "json_cache" in error.evalue and len(error.traceback) <= 2, error.traceback
+
+
+def damage_one_answer(entry: dict, damage: str) -> None:
+    team = entry["answers"]["team"]
+    if damage == "a probability of 7.5":
+        team["probabilities"][team["choice"]] = 7.5
+    elif damage == "a probability that is NaN":
+        team["probabilities"][team["choice"]] = float("nan")
+    elif damage == "a team that is not an option":
+        team["choice"] = "no_such_team"
+    else:
+        del entry["usage"]
+
+
+@pytest.mark.parametrize("damage", ["a probability of 7.5", "a probability that is NaN",
+                                    "a team that is not an option", "no usage"])
+def test_a_damaged_answer_stops_notebook_1_in_the_cell_that_reads_it(tmp_path, damage):
+    copy = copy_of_the_collection(tmp_path / "copy")
+    recording = copy / "notebooks" / "json_cache" / "json_cache.json"
+    entries = json.loads(recording.read_text(encoding="utf-8"))
+    calls = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
+    [key] = [key for key in entries if calls[key]["call"] == "route T-201 with memories: none"]
+    damage_one_answer(entries[key], damage)
+    recording.write_text(json.dumps(entries, indent=2), encoding="utf-8")
+    path = copy / "notebooks" / "01_memory_system.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with pytest.raises(CellExecutionError):
+        client.execute()
+    [(cell, error)] = [(cell, output) for cell in notebook.cells
+                       for output in cell.get("outputs", []) if output.output_type == "error"]
+    assert "plain Jev ->" in cell.source, (
+        f"{damage} stopped another cell than the first to read it: {cell.source[:80]!r}")
+    assert error.ename == "RecordingError", (
+        f"{damage}: dev/memorybook_dev/collection_kernel.py must check what notebook 1's cache "
+        f"hands back: {error.ename}: {error.evalue}")
+    assert "json_cache.json" in error.evalue and "T-201" in error.evalue, error.evalue
+    assert len(error.traceback) <= 2, error.traceback
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "nan", "inf", "1e999", "1e308", "86401", "  "])
@@ -414,6 +457,21 @@ def test_a_recording_holding_one_key_twice_with_different_answers_is_refused(tmp
     assert repr(key) in str(raised.value)
     path.write_text(f'{{"{key}": {first}, "{key}": {first}}}', encoding="utf-8")
     assert read_recording(path) == {key: GOOD["gate"]}  # the same answer twice is no conflict
+
+
+def test_a_value_given_twice_as_nan_is_no_conflict(tmp_path):
+    key = "_system_one|jev-1.14.0|a|b"
+    entry = json.dumps(GOOD["gate"]).replace('"noul": 0.02', '"noul": NaN, "noul": NaN')
+    assert entry.count("NaN") == 2, "GOOD['gate'] changed: put the NaNs elsewhere"
+    path = tmp_path / "json_cache.json"
+    path.write_text(f'{{"{key}": {entry}}}', encoding="utf-8")
+    try:
+        entries = read_recording(path)  # its answer is refused when a call reads it (not here)
+    except RecordingError as error:
+        raise AssertionError(
+            "NaN twice is the same value twice: memorybook/recording/file.py "
+            f"(_refusing_conflicting_duplicates) must not call it a conflict: {error}") from None
+    assert math.isnan(entries[key]["answers"]["remember"]["noul"])
 
 
 @pytest.mark.parametrize("name", ["next_steps.json", "json_cache.new.json"])

@@ -9,6 +9,11 @@ copy of a notebook anywhere else runs as it is written. Loaded, it:
 - shows a call the recording lacks, a damaged recording or a failed live call as its explanation
   (the call, its likely cause, a playground link to exactly that call, how to record it) instead
   of a traceback; the cell still fails;
+- checks every answer notebook 1's own cache (cooksafe's plain `JsonCache`, which checks
+  nothing) hands back, as the collection's cache does for notebooks 2-8: once a cell has made
+  `json_cache`, it is wrapped in `AnswersChecked`, so a damaged entry (an answer outside the
+  question's options, a probability outside 0-1, a missing `usage`) stops the cell that reads
+  it, naming the file and the call; notebook 1's cells are unchanged;
 - refuses a cell that assigns one of notebook 1's settings (`REMEMBER_AT = 1`) in a notebook that
   uses notebook 1's code from `memorybook.memory_system`, where the assignment would change
   nothing, and says where to set it.
@@ -17,6 +22,7 @@ copy of a notebook anywhere else runs as it is written. Loaded, it:
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import os
@@ -27,7 +33,7 @@ from types import TracebackType
 from memorybook.api_errors import LiveCallFailed, describe_api_failure
 from memorybook.config import API_KEY_ENV, replay_only_reason
 from memorybook.recording import RecordingError, check_answer, read_recording
-from memorybook.recording.cache import cache_key
+from memorybook.recording.cache import cache_key, cooksafe_key, system_one_request
 from memorybook.replay import explain_miss, read_threshold_from
 
 NOTEBOOK_1_MODULE = "memorybook.memory_system"
@@ -52,8 +58,52 @@ def load_ipython_extension(shell) -> None:
             shell.showtraceback((type(explained), explained, None), exception_only=True)
 
     shell.set_custom_exc((Exception,), show_explained)
+    shell.events.register("post_run_cell", lambda result: check_notebook_1s_answers(shell))
     shell.ast_transformers.append(RefuseSettingsWithoutEffect(shell))
     read_threshold_from(lambda: threshold_the_gate_reads(shell))
+
+
+def check_notebook_1s_answers(shell) -> None:
+    """Wrap notebook 1's own cache, once a cell has made it, so that its answers are checked."""
+    from cooksafe import JsonCache
+
+    cache = shell.user_ns.get("json_cache")
+    if type(cache) is JsonCache:  # not the collection's CheckedJsonCache, nor wrapped already
+        shell.user_ns["json_cache"] = AnswersChecked(cache)
+
+
+class AnswersChecked:
+    """A cooksafe JsonCache whose System One answers are checked as the collection's are
+    (memorybook.recording.check_answer): a recorded one when it is read, a live one before the
+    cache keeps it. Everything else is the cache's own (`path` included)."""
+
+    def __init__(self, cache) -> None:
+        self._cache = cache
+
+    def __getattr__(self, name: str):
+        return getattr(self._cache, name)
+
+    def __repr__(self) -> str:
+        return repr(self._cache)
+
+    def __call__(self, fn):
+        def live(*args, **kwargs):  # what the cache calls for an answer it lacks
+            return self._checked(fn.__name__, args, kwargs, fn(*args, **kwargs))
+
+        cached = self._cache(functools.wraps(fn)(live))  # filed under fn's name, as before
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            return self._checked(fn.__name__, args, kwargs, cached(*args, **kwargs))
+
+        return checked
+
+    def _checked(self, name: str, args: tuple, kwargs: dict, answer: object) -> object:
+        request = system_one_request(args, kwargs)
+        if request is not None:
+            check_answer(answer, request, key=cooksafe_key(name, args, kwargs),
+                         path=Path(self._cache.path).resolve())
+        return answer
 
 
 def explanation(shell, error: BaseException, traceback: TracebackType | None,

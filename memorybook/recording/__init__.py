@@ -1,6 +1,7 @@
 """The recording: cooksafe's JSON cache of System One answers, read safely and written safely.
 
     file.py        reading the file with errors that name it; the merged, locked, atomic write
+    commit.py      files replaced both or neither (an accept's), and the writers' lock
     checks.py      what can be wrong with an entry, or with an answer to the call's questions
     cache.py       CheckedJsonCache and open_recording: the cache the notebooks decorate with
     provenance.py  json_cache/provenance.json, read in this one place
@@ -17,6 +18,7 @@ from memorybook.recording.cache import (
     system_one_request,
 )
 from memorybook.recording.checks import ROUNDING, answer_problem, entry_shape_problem
+from memorybook.recording.commit import CommitError, commit_together, finish_pending_commit
 from memorybook.recording.file import (
     RecordingError,
     read_recording,
@@ -50,6 +52,7 @@ __all__ = [
     "CheckedJsonCache", "cache_key", "check_answer", "cooksafe_key", "open_recording",
     "system_one_request",
     "ROUNDING", "answer_problem", "entry_shape_problem",
+    "CommitError", "commit_together", "finish_pending_commit",
     "RecordingError", "read_recording", "save_merged", "stop_writing", "write_text_atomically",
     "RecordedAnswer", "leaf_values", "recorded_noul_answers",
     "recording_summary",

@@ -9,17 +9,16 @@ the write fails, naming it, rather than replacing it with less than it held.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 from memorybook.config import missing_recording_problem, recording_path, restore_hint, shown_path
 from memorybook.recording.checks import entry_shape_problem
+from memorybook.recording.commit import CommitError, _locked, _mode_for, finish_pending_commit
 from memorybook.recording.provenance import call_named_for
 from memorybook.redaction import redact
 
@@ -95,16 +94,6 @@ def write_text_atomically(path: Path, text: str) -> None:
         raise
 
 
-def _mode_for(path: Path) -> int:
-    """The permission bits the recording keeps: its own, or the umask's default for a new file."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
 def stop_writing(path: Path, timeout: float = 10.0) -> bool:
     """Refuse every later write to this recording in this process; False if a write is stuck.
 
@@ -120,52 +109,13 @@ def stop_writing(path: Path, timeout: float = 10.0) -> bool:
     return acquired
 
 
-class _locked:
-    """An exclusive lock on `<recording>.lock`, held by one writer at a time across processes."""
-
-    def __init__(self, path: Path) -> None:
-        self.lock_path = path.with_name(path.name + ".lock")
-
-    def __enter__(self):
-        self.handle = self.lock_path.open("a")
-        _lock(self.handle)
-
-    def __exit__(self, *exc_info):
-        _unlock(self.handle)
-        self.handle.close()
-
-
-if sys.platform == "win32":
-    import msvcrt
-
-    # Windows locks byte ranges: the lock is the file's first byte, which need not exist yet.
-    def _lock(handle) -> None:
-        handle.seek(0)
-        while True:
-            try:
-                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)  # raises after 10 s of trying
-                return
-            except OSError as error:
-                if error.errno != errno.EDEADLK:
-                    raise
-
-    def _unlock(handle) -> None:
-        handle.seek(0)
-        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _lock(handle) -> None:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-
-    def _unlock(handle) -> None:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def read_recording(path: Path | None = None) -> dict:
     """The recording's entries ({} before its first call): reading them is not a notebook's use."""
     path = recording_path() if path is None else path
+    try:
+        finish_pending_commit(path.parent)
+    except CommitError as error:
+        raise RecordingError(str(error)) from None
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -197,10 +147,16 @@ def _refusing_conflicting_duplicates(pairs: list[tuple[str, object]]) -> dict:
     """A JSON object's pairs as a dict; a key given twice must have the same value both times."""
     found: dict = {}
     for key, value in pairs:
-        if key in found and found[key] != value:
+        if key in found and not _same_json(found[key], value):
             raise _ConflictingDuplicate(key)
         found[key] = value
     return found
+
+
+def _same_json(first: object, second: object) -> bool:
+    """Whether two parsed JSON values are the same text's: NaN is NaN here, though NaN != NaN."""
+    return first == second or json.dumps(first, sort_keys=True) == json.dumps(second,
+                                                                               sort_keys=True)
 
 
 def _load_entries(path: Path) -> dict:

@@ -12,12 +12,14 @@ import json
 from pathlib import Path
 
 from memorybook.config import provenance_path
+from memorybook.recording.commit import finish_pending_commit
 
 
 def read_provenance(path: Path | None = None) -> dict:
     """The whole of json_cache/provenance.json (beside the recording in use, see
     config.provenance_path()), or of the provenance file at `path`."""
     path = provenance_path() if path is None else path
+    finish_pending_commit(path.parent)
     return json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -157,10 +157,16 @@ class EncryptedStore:
                 ) from None
         return memories
 
-    @_one_call_at_a_time
     def save(self, customer_id: str, memory: dict) -> list[dict]:
         """Append a memory; return the memories evicted by the cap, oldest first (usually [])."""
-        customer, ticket, sealed = self.sealed_row(customer_id, memory)
+        # Checked before the call takes the store's lock: however large, it holds up no other.
+        customer_id = checked_customer_id(customer_id)
+        ticket_id, text = checked_memory_json(customer_id, memory)
+        with self._call("save()"):
+            return self._save_checked(customer_id, ticket_id, text)
+
+    def _save_checked(self, customer_id: str, ticket_id: str, text: str) -> list[dict]:
+        customer, ticket, sealed = self._sealed(customer_id, ticket_id, text)
         with self._database.write_transaction(customer):
             self._database.run(
                 "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
@@ -260,9 +266,12 @@ class EncryptedStore:
         ``save()`` writes such a row. Rows made here can be loaded in bulk straight into the
         memories table of a store with the same key (the store benchmark does), bypassing the cap.
         """
-        keys = self._open_keys()
+        self._open_keys()
         customer_id = checked_customer_id(customer_id)
-        ticket_id, text = checked_memory_json(customer_id, memory)
+        return self._sealed(customer_id, *checked_memory_json(customer_id, memory))
+
+    def _sealed(self, customer_id: str, ticket_id: str, text: str) -> SealedRow:
+        keys = self._open_keys()
         customer = keys.customer_digest(customer_id)
         ticket = keys.ticket_digest(customer_id, ticket_id)
         return SealedRow(customer, ticket, keys.seal(customer, ticket, text))

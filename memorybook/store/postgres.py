@@ -9,7 +9,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -158,9 +158,7 @@ class PostgresDatabase(SqlDatabase):
     def _connect(self) -> Any:
         """A new connection whose waits for locks and statements are bounded by ``timeout``."""
         try:
-            connection = self._psycopg.connect(
-                self._url, autocommit=True, connect_timeout=self._connect_timeout()
-            )
+            connection = self._connected_by_the_deadline()
         except self._psycopg.Error as error:
             raise MemoryStoreError(
                 f"Could not connect to the PostgreSQL memory store {self.location} "
@@ -176,6 +174,24 @@ class PostgresDatabase(SqlDatabase):
         except MemoryStoreError:
             self._close_connection()
             raise
+        return connection
+
+    def _connected_by_the_deadline(self) -> Any:
+        """psycopg's connect, every host of the URL included, given up at the call's deadline.
+
+        libpq waits at least 2 s for each host, so the connect runs in a thread of its own; one
+        still trying at the deadline is left to end by itself (within 2 s a host) and closes
+        any connection it makes then.
+        """
+        attempt = _ConnectAttempt(lambda: self._psycopg.connect(
+            self._url, autocommit=True, connect_timeout=self._connect_timeout()))
+        connection = attempt.result(self.seconds_left())
+        if connection is None:
+            raise MemoryStoreError(
+                f"Could not connect to the PostgreSQL memory store {self.location} within "
+                f"{self.timeout:g} s: no server at it answered. Check that the server is running "
+                "and the URL is right; this store object connects again at its next call."
+            )
         return connection
 
     def _connect_timeout(self) -> int:
@@ -247,6 +263,47 @@ class PostgresDatabase(SqlDatabase):
         for secret in passwords_in(self._url):
             text = text.replace(secret, "***")
         return text
+
+
+class _ConnectAttempt:
+    """`connect()` in a thread of its own, waited for up to a time limit."""
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self._connect = connect
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._connection: Any = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="memorybook-postgres-connect",
+                         daemon=True).start()
+
+    def result(self, seconds: float) -> Any:
+        """The connection; None if it was not made within `seconds` (it is then closed once
+        made); the connect's own error if it failed."""
+        self._done.wait(seconds)
+        with self._lock:
+            if not self._done.is_set():
+                self._abandoned = True
+                return None
+        if self._error is not None:
+            raise self._error
+        return self._connection
+
+    def _run(self) -> None:
+        connection = None
+        try:
+            connection = self._connect()
+        except BaseException as error:  # handed to the caller, whatever it is
+            self._error = error
+        with self._lock:
+            if self._abandoned:
+                if connection is not None:
+                    with suppress(Exception):
+                        connection.close()
+            else:
+                self._connection = connection
+                self._done.set()
 
 
 class Watchdog:

@@ -15,7 +15,7 @@ from typing import Any
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, resolve_key
-from memorybook.store.key_file import KeyFile
+from memorybook.store.key_file import OWNERS_AND_MODES, KeyFile
 from memorybook.store.schema import SQLITE
 from memorybook.store.urls import STORE_URL_ENV, sqlite_path
 from memorybook.store.validation import MemoryStoreError
@@ -77,8 +77,8 @@ class SQLiteDatabase(SqlDatabase):
         self._key = key
         self._notices = notices
         self._busy_timeout = timeout  # sqlite3.connect's, until a call shortens it
-        _refuse_foreign_file(self.path)
         _create_private_file(self.path)
+        _refuse_foreign_file(self.path)  # after: one planted meanwhile is refused too
         try:
             self.connection = sqlite3.connect(
                 self.path,
@@ -92,20 +92,42 @@ class SQLiteDatabase(SqlDatabase):
     def open_tables(self) -> tuple[Keys, bytes]:
         self.run("PRAGMA secure_delete = ON")
         stored_check_value = self._stored_key_check()
-        keys = Keys(
-            resolve_key(
-                self._key,
-                self.location,
-                otherwise=lambda: self._key_file.key(
-                    has_data=stored_check_value is not None, notices=self._notices
-                ),
-            )
+        if stored_check_value is not None:
+            return self._keys(has_data=True), stored_check_value
+        # A new key file is made only under the write lock, and the tables with it, so that a
+        # key file beside a database without tables (once the lock is ours) means it lost them.
+        if os.path.lexists(self._key_file.path):
+            keys = self._keys(has_data=True)  # a key file planted or unreadable is refused as such
+            self.run(self.dialect.write_lock)  # a racing first opening may hold it: wait
+            try:
+                stored_check_value = self._stored_key_check()
+            finally:
+                self.run("ROLLBACK")  # not COMMIT, which would write to an empty file
+            if stored_check_value is None:
+                raise self._lost_its_store()
+            return keys, stored_check_value
+        self._switch_to_wal()
+        with self.write_transaction(b""):
+            stored_check_value = self._stored_key_check()  # a racing first opening's
+            if stored_check_value is not None:
+                return self._keys(has_data=True), stored_check_value
+            if os.path.lexists(self._key_file.path):
+                raise self._lost_its_store()
+            keys = self._keys(has_data=False)
+            return keys, self.create_tables(keys)
+
+    def _lost_its_store(self) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"{self.path} holds no memory store (it is empty, or lacks its tables), but its key "
+            f"file {self._key_file.path} exists: a store was made here, and what it held is gone."
+            " It was left untouched: restore the database from a backup, or, to start afresh, "
+            "move both files aside."
         )
-        if stored_check_value is None:
-            self._switch_to_wal()
-            with self.write_transaction(b""):
-                stored_check_value = self.create_tables(keys)
-        return keys, stored_check_value
+
+    def _keys(self, *, has_data: bool) -> Keys:
+        """The store's keys: from the key given, else from its key file (made if need be)."""
+        return Keys(resolve_key(self._key, self.location, otherwise=lambda: self._key_file.key(
+            has_data=has_data, notices=self._notices)))
 
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
@@ -159,6 +181,12 @@ class SQLiteDatabase(SqlDatabase):
                 f"{self.path} is a SQLite database but not a memorybook memory store (it has "
                 "no memorybook_meta table). It was left untouched: point "
                 f"${STORE_URL_ENV} at another file."
+            )
+        if "memorybook_memories" not in tables:
+            raise MemoryStoreError(
+                f"The memory store {self.path} has lost its memorybook_memories table (its key "
+                f"file is {self._key_file.path}). It was left untouched: restore it from a "
+                "backup, or, to start afresh, move both files aside."
             )
         return self.read_key_check()
 
@@ -224,7 +252,8 @@ def _refuse_foreign_file(path: Path) -> None:
         # Without O_NONBLOCK, opening a FIFO would wait for a writer, for ever.
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         with os.fdopen(descriptor, "rb") as file:
-            is_regular = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+            status = os.fstat(file.fileno())
+            is_regular = stat.S_ISREG(status.st_mode)
             header = file.read(len(_SQLITE_HEADER)) if is_regular else b""
     except FileNotFoundError:
         return
@@ -237,6 +266,18 @@ def _refuse_foreign_file(path: Path) -> None:
         raise MemoryStoreError(
             f"{path} is not a regular file (a FIFO, device or folder), so it cannot be a "
             f"memorybook memory store. It was left untouched: point ${STORE_URL_ENV} at a file."
+        )
+    if OWNERS_AND_MODES and status.st_uid != os.geteuid():
+        raise MemoryStoreError(
+            f"The memory database {path} is owned by another user (uid {status.st_uid}), who "
+            "may have planted it and can read or empty it; memorybook uses only a database of "
+            f"your own. It was left untouched: move it aside, or point ${STORE_URL_ENV} elsewhere."
+        )
+    if OWNERS_AND_MODES and stat.S_IMODE(status.st_mode) & 0o022:
+        raise MemoryStoreError(
+            f"The memory database {path} is writable by others (mode "
+            f"{stat.S_IMODE(status.st_mode):04o}), who could change or empty it. It was left "
+            f"untouched: make it private with `chmod 600 {path}` if it is yours."
         )
     if header and header != _SQLITE_HEADER:
         raise MemoryStoreError(

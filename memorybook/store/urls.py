@@ -9,8 +9,10 @@ from urllib.parse import unquote
 from memorybook.store.validation import MemoryStoreError, shown
 
 STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
-# A query parameter holding a password: libpq's password= and sslpassword= (of the client key).
-_PASSWORD_PARAMETER = r"(?:^|[?&])(?:ssl)?password="
+# The query parameters holding a password: libpq's password= and sslpassword= (of the client
+# key). libpq decodes a parameter's name as it does its value, so ?pass%77ord= is one too; its
+# value runs to the next & (a # included).
+_PASSWORD_PARAMETERS = {"password", "sslpassword"}
 
 
 def sqlite_path(url: str) -> Path:
@@ -45,7 +47,7 @@ def passwords_in(url: str) -> list[str]:
     """The URL's passwords as they may appear in messages: as written and decoded, longest first."""
     _, user_info, rest = _userinfo(url)
     found = [user_info.partition(":")[2]] if ":" in user_info else []
-    found += re.findall(_PASSWORD_PARAMETER + r"([^&#]*)", rest.partition("?")[2], re.IGNORECASE)
+    found += [value for name, value in _query_parameters(rest) if _is_password(name)]
     forms = {form for secret in found for form in (secret, unquote(secret)) if form}
     return sorted(forms, key=len, reverse=True)
 
@@ -63,5 +65,20 @@ def redacted(url: str) -> str:
     scheme, user_info, rest = _userinfo(url)
     if ":" in user_info:
         user_info = f"{user_info.partition(':')[0]}:***"
-    rest = re.sub(f"({_PASSWORD_PARAMETER})[^&#]*", r"\1***", rest, flags=re.IGNORECASE)
+    path, question_mark, _ = rest.partition("?")
+    if question_mark:
+        rest = path + "?" + "&".join(f"{name}=***" if _is_password(name) else f"{name}{sep}{value}"
+                                     for name, sep, value in _query_parameters(rest, True))
     return f"{scheme}{user_info}@{rest}" if user_info else f"{scheme}{rest}"
+
+
+def _query_parameters(rest: str, separators: bool = False) -> list[tuple[str, ...]]:
+    """The (name, value) pairs of a URL's query, as libpq splits them: at each & and first =."""
+    query = rest.partition("?")[2]
+    pairs = [pair.partition("=") for pair in query.split("&")] if query else []
+    return pairs if separators else [(name, value) for name, _, value in pairs]
+
+
+def _is_password(name: str) -> bool:
+    """Whether libpq would take the parameter named so (as written in the URL) as a password."""
+    return unquote(name).strip().lower() in _PASSWORD_PARAMETERS

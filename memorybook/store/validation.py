@@ -86,7 +86,14 @@ def checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
         )
     if not isinstance(ticket_id, str) or not ticket_id.strip():
         raise ValueError(f"request.ticket.id must be a non-empty string, got {shown(ticket_id)}")
-    if _nested_deeper_than(memory, MAX_MEMORY_NESTING):
+    shape = _shape_beyond_limits(memory)
+    if shape == "too large":
+        raise ValueError(
+            f"The memory of ticket {shown(ticket_id)} holds more than {MAX_MEMORY_BYTES:,} values "
+            "(a list or dict it holds more than once counts each time, as JSON would write it), "
+            f"so it is more than the {MAX_MEMORY_BYTES:,} bytes of JSON a memory may hold."
+        )
+    if shape == "too deep":
         raise ValueError(
             f"The memory of ticket {shown(ticket_id)} is nested more than {MAX_MEMORY_NESTING} "
             "levels deep (dicts and lists within each other), or contains itself; a memory may "
@@ -114,24 +121,55 @@ def checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
     return ticket_id, text
 
 
-def _nested_deeper_than(value: object, limit: int) -> bool:
-    """Whether dicts and lists nest more than ``limit`` levels in ``value``, found iteratively.
+def _shape_beyond_limits(value: object) -> str | None:
+    """"too deep" when dicts and lists nest more than MAX_MEMORY_NESTING levels in ``value``,
+    "too large" when they hold more values than its JSON could within MAX_MEMORY_BYTES, or None.
 
+    Each value held writes at least one byte of JSON, and a list or dict held twice is written
+    twice. Found iteratively, measuring each list and dict once (by id) however often it is
+    held, so that lists sharing references (x = [x, x], again and again) cost one step a level.
     A value that contains itself nests without end, so it is deeper than any limit.
     """
-    pending = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
+    if _children(value) is None:
+        return None
+    measured: dict[int, tuple[int, int]] = {}  # id -> (levels of nesting, values held)
+    on_path = {id(value)}
+    path = [(value, iter(_children(value)), [1, len(_children(value))])]
+    while path:
+        item, children, totals = path[-1]
+        for child in children:
+            held = _children(child)
+            if held is None:
+                continue
+            known = measured.get(id(child))
+            if known is None:
+                if id(child) in on_path or len(path) >= MAX_MEMORY_NESTING:
+                    return "too deep"
+                on_path.add(id(child))
+                path.append((child, iter(held), [1, len(held)]))
+                break
+            if len(path) + known[0] > MAX_MEMORY_NESTING:
+                return "too deep"
+            totals[0], totals[1] = max(totals[0], known[0] + 1), totals[1] + known[1]
+            if totals[1] > MAX_MEMORY_BYTES:
+                return "too large"
         else:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children)
-    return False
+            path.pop()
+            on_path.discard(id(item))
+            measured[id(item)] = (totals[0], totals[1])
+            if totals[1] > MAX_MEMORY_BYTES:
+                return "too large"
+            if path:
+                parent = path[-1][2]
+                parent[0], parent[1] = max(parent[0], totals[0] + 1), parent[1] + totals[1]
+    return None
+
+
+def _children(item: object) -> list | tuple | None:
+    """The values a dict or list holds, or None for any other value."""
+    if isinstance(item, dict):
+        return list(item.values())
+    return item if isinstance(item, (list, tuple)) else None
 
 
 def _first_change(original: object, decoded: object) -> str | None:

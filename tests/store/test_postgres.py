@@ -115,3 +115,24 @@ def test_a_call_to_a_frozen_postgres_server_ends_within_its_timeout(
         assert f"{call}() had no answer" in str(error) and "connects again" in str(error)
         assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
         assert ticket_ids(store.recall("C-1042")) == ["T-1"]  # on a new connection
+
+
+@pytest.mark.parametrize("hosts", [1, 5])
+def test_a_connect_to_a_server_that_never_answers_ends_within_the_timeout(hosts: int) -> None:
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)  # accepts TCP, says nothing
+    try:
+        port = listener.getsockname()[1]
+        url = f"postgresql://u@{','.join([f'127.0.0.1:{port}'] * hosts)}/memories"
+        seconds = 1
+        started = time.monotonic()
+        with pytest.raises(MemoryStoreError, match="Could not connect") as raised:
+            open_store(url, key=new_key(), timeout=seconds)
+        took = time.monotonic() - started
+    finally:
+        listener.close()
+    assert took <= seconds + MARGIN_SECONDS, (
+        f"{took:.1f} s to give up connecting to {hosts} host(s) with a timeout of {seconds} s: "
+        "memorybook/store/postgres.py (_connect) must bound the whole connect")
+    assert "\n" not in str(raised.value)

@@ -213,3 +213,54 @@ def test_a_sqlite_forget_waits_no_longer_than_its_timeout_in_all(tmp_path: Path)
             writer.close()
     assert ticket_ids(forgotten) == ["T-1"]
     assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
+
+
+def planted_by_another_user(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make `path` another user's, as a file planted in a shared folder is."""
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)  # nobody
+    else:  # only root may give a file away: the store runs as another user instead
+        monkeypatch.setattr(os, "geteuid", lambda: path.stat().st_uid + 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="no owners or mode bits (Windows)")
+@pytest.mark.parametrize("planted", ["owned by another user", "writable by others"])
+def test_a_database_file_planted_by_another_user_is_refused_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    path = tmp_path / "memories.sqlite3"
+    path.write_bytes(b"")  # an empty file: SQLite would take it as a new database
+    if planted == "owned by another user":
+        path.chmod(0o600)
+        planted_by_another_user(path, monkeypatch)
+    else:
+        path.chmod(0o666)
+    with pytest.raises(MemoryStoreError, match=planted) as raised:
+        SQLiteMemoryStore(path, key=new_key())
+    assert str(path) in str(raised.value) and "\n" not in str(raised.value)
+    assert path.read_bytes() == b"", "a refused database file must be left untouched"
+    assert not path.with_name(path.name + ".key").exists()
+
+
+@pytest.mark.parametrize("damage", ["emptied", "tables dropped"])
+def test_a_store_whose_key_file_exists_but_whose_database_lost_its_tables_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:  # its key in memories.sqlite3.key
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+    if damage == "emptied":
+        for leftover in tmp_path.glob("memories.sqlite3-*"):
+            leftover.unlink()
+        path.write_bytes(b"")
+    else:
+        with sqlite3.connect(path) as peek:
+            peek.execute("DROP TABLE memorybook_memories")
+        peek.close()
+    before = path.read_bytes()
+    with pytest.raises(MemoryStoreError, match="key file") as raised:
+        SQLiteMemoryStore(path)
+    message = str(raised.value)
+    assert str(path.with_name(path.name + ".key")) in message and "\n" not in message, message
+    assert path.read_bytes() == before, "the store must not start afresh in the emptied file"

@@ -29,3 +29,28 @@ def test_no_part_of_a_database_password_shows_in_an_error(
     for part in secret_parts:
         assert part not in message, message
     assert "***" in message
+
+
+@pytest.mark.parametrize("name", ["%70assword", "pass%77ord", "sslpass%77ord",
+                                  "%73%73%6C%70%61%73%73%77%6F%72%64", "password", "sslpassword"])
+def test_no_spelling_libpq_takes_for_a_password_shows_anywhere(name: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from memorybook.redaction import redact
+    from memorybook.store.postgres import PostgresMemoryStore
+    from memorybook.store.urls import redacted
+
+    url = f"postgresql://u@127.0.0.1:1/memorybook?{name}=qq9Secret%23x#y&user=x"
+    parsed = conninfo_to_dict(url)  # libpq's own reading of the URL
+    secrets = [parsed[key] for key in ("password", "sslpassword") if key in parsed]
+    assert secrets == ["qq9Secret#x#y"], parsed
+    with pytest.raises(MemoryStoreError) as raised:
+        PostgresMemoryStore(url, key=new_key(), timeout=1)
+    store = object.__new__(PostgresMemoryStore)  # location and repr(), as a store sets them
+    store.location, store.max_memories = redacted(url), 1
+    for where, text in [("the error", str(raised.value)), ("location", store.location),
+                        ("repr()", repr(store)), ("redact()", redact(url))]:
+        for part in ("qq9Secret", "%23x", "#x#y"):
+            assert part not in text, (
+                f"{where} shows the password of {name}=: memorybook/store/urls.py (_is_password) "
+                f"and memorybook/redaction.py must decode parameter names as libpq does: {text}")

@@ -84,6 +84,45 @@ def test_a_deeply_nested_memory_is_a_value_error(store: MemoryStore) -> None:
         store.save("C-1042", memory)
 
 
+def test_a_memory_whose_lists_share_references_is_refused_in_time_without_the_lock(
+    backend: Backend,
+) -> None:
+    import threading
+    import time
+
+    from tests.helpers import MARGIN_SECONDS
+
+    exploding: list = []
+    for _ in range(23):  # 23 levels, but 2**23 paths through them
+        exploding = [exploding, exploding]
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"]["shared"] = exploding
+    seconds = 2
+    with backend.open(timeout=seconds) as store:
+        holding, release = threading.Event(), threading.Event()
+
+        def hold_the_store() -> None:  # another thread's call, holding the store's lock
+            with store.customer_lock("C-2210"):
+                holding.set()
+                release.wait(60)
+
+        holder = threading.Thread(target=hold_the_store, daemon=True)
+        holder.start()
+        try:
+            assert holding.wait(10), "the other thread never held the store"
+            started = time.monotonic()
+            with pytest.raises(ValueError, match="holds more than 1,000,000 values"):
+                store.save("C-1042", memory)
+            took = time.monotonic() - started
+        finally:
+            release.set()
+            holder.join(10)
+        assert took <= seconds + MARGIN_SECONDS, (
+            f"{took:.1f} s to refuse it: memorybook/store/validation.py must bound its walk by "
+            "the size limit")
+        assert store.recall("C-1042") == []
+
+
 def test_a_memory_has_a_size_limit(store: MemoryStore) -> None:
     memory = make_memory("C-1042", "T-1", text="x" * (MAX_MEMORY_BYTES + 1))
     with pytest.raises(ValueError, match="at most 1,000,000"):

@@ -23,12 +23,13 @@ from memorybook.config import (
     shown_path,
 )
 from memorybook.recording import (
+    CommitError,
     RecordingError,
+    commit_together,
     describe_call,
     leaf_values,
     read_provenance,
     read_recording,
-    write_text_atomically,
 )
 from tools.record.every_call import run_every_call
 
@@ -71,8 +72,17 @@ def accept(new_path: Path, recording: Path = RECORDING_PATH,
     provenance = accepted_provenance(new, committed, read_provenance(provenance_path),
                                      replayed["requests"])
     provenance["recording_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    write_text_atomically(recording, text)
-    write_text_atomically(provenance_path, json.dumps(provenance, indent=2) + "\n")
+    try:
+        commit_together({recording: text,
+                         provenance_path: json.dumps(provenance, indent=2) + "\n"})
+    except CommitError as error:  # committed: the next read puts them in place
+        print(f"Accepted, but not finished: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"Not accepted: could not write {shown_path(recording)} and "
+              f"{shown_path(provenance_path)}: {error.strerror or error}. Both were left as they "
+              "were; free space or make the folder writable, then accept again.", file=sys.stderr)
+        return 1
     print(f"{shown_path(recording)} now holds the {len(new)} recorded calls. Run "
           "`make run` to refresh the notebooks' outputs, then review `git diff` before committing.")
     return 0
