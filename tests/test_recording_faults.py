@@ -376,7 +376,7 @@ def damage_one_answer(entry: dict, damage: str) -> None:
                                     "a team that is not an option", "no usage"])
 def test_a_damaged_answer_stops_notebook_1_in_the_cell_that_reads_it(tmp_path, damage):
     copy = copy_of_the_collection(tmp_path / "copy")
-    recording = copy / "notebooks" / "json_cache" / "json_cache.json"
+    recording = copy / RECORDING_PATH.relative_to(REPO_ROOT)
     entries = json.loads(recording.read_text(encoding="utf-8"))
     calls = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))["entries"]
     [key] = [key for key in entries if calls[key]["call"] == "route T-201 with memories: none"]
