@@ -397,6 +397,11 @@ class Backend:
     store_class: ClassVar[type]
     # What schema() gives on a new store: the tables and indexes of earlier versions, pinned.
     pinned_schema: ClassVar[object]
+    # The statements an earlier format's version created a store with (schema.EARLIER_FORMATS).
+    format_1_tables: ClassVar[tuple[str, ...]]
+    # Whether forget(), forget_customer() and eviction leave no bytes in the files at once,
+    # rather than only once sweep() has run.
+    erases_without_sweep: ClassVar[bool] = True
     # The ways another session can hold a lock this store's writers need, as hold_a_lock() takes
     # them: "customer" (another writer for the customer, stuck inside its transaction) and
     # "tables" (every memorybook table locked) on each backend; a backend may add its own.
