@@ -224,10 +224,10 @@ class EncryptedStore:
             [(count,)] = self._database.run(
                 "SELECT COUNT(*) FROM memorybook_memories WHERE customer_digest = ?", (customer,)
             )
-            oldest = self._database.run(
+            oldest = [] if count <= self.max_memories else self._database.run(
                 "SELECT id, ticket_digest, sealed FROM memorybook_memories"
                 " WHERE customer_digest = ? ORDER BY id LIMIT ?",
-                (customer, max(0, count - self.max_memories)),
+                (customer, count - self.max_memories),
             )
             for row_id, ticket_digest, old_sealed in oldest:
                 self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
