@@ -455,6 +455,10 @@ class Backend:
         """Another session holds every memorybook table locked ("tables", or a backend's own)."""
         raise NotImplementedError
 
+    def wait_for_older_transactions(self) -> None:
+        """Wait until no other session's transaction began before now: a vacuum must keep the
+        rows such a transaction may still read. Nothing to wait for where none does that."""
+
 
 # What a call (to the API or a store) may take beyond its time limit on a loaded 2-core machine.
 MARGIN_SECONDS = 1.0

@@ -257,7 +257,11 @@ class EncryptedStore:
 
         Each deletion is in the customer's history as ``expired``, at the time it expired.
         Then the database's files are rid of every deleted row (SQLite: its write-ahead log
-        is emptied; PostgreSQL: ``VACUUM FULL``, which locks the tables while it runs).
+        is emptied; PostgreSQL: ``VACUUM FULL``, which locks the tables while it runs). On
+        PostgreSQL this is the step that erases what ``forget()``, ``forget_customer()`` and
+        eviction deleted, and a row that a transaction begun before its deletion may still read
+        is kept until that transaction ends: it goes at the next ``sweep()``. The server's
+        write-ahead log and backups keep their copies until they are recycled.
         """
         now = self._now()
         customers = self._database.run(

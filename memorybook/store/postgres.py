@@ -153,7 +153,8 @@ class PostgresDatabase(SqlDatabase):
     def erase_deleted_rows(self) -> None:
         # A plain VACUUM can leave a deleted row's bytes in the page's free space; VACUUM FULL
         # writes the tables (and their TOAST tables) anew and removes the old files. It holds
-        # each table's exclusive lock while it runs, so other calls wait for it.
+        # each table's exclusive lock while it runs, so other calls wait for it, and it copies
+        # the deleted rows that a transaction still open in the database may read.
         for table in (MEMORIES_TABLE, HISTORY_TABLE):
             self.run(f"VACUUM FULL {table}")
 

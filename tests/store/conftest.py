@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,6 +239,29 @@ class PostgresBackend(Backend):
             "columns": columns,
             "indexes": [text.replace(f"{schema_name}.", "") for (text,) in indexes],
         }
+
+    def wait_for_older_transactions(self, seconds: float = 60) -> None:
+        # Other tests share the server's database and may be inside a transaction: until it
+        # ends, VACUUM FULL copies the rows deleted since it began into the new table files.
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            [(now,)] = connection.execute(
+                "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+            ).fetchall()
+            deadline = time.monotonic() + seconds
+            while True:
+                [(older,)] = connection.execute(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid() AND (backend_xmin::text::bigint < %s"
+                    " OR backend_xid::text::bigint < %s)",
+                    (now, now),
+                ).fetchall()
+                if not older:
+                    return
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{older} other session(s) kept a transaction open {seconds} s")
+                time.sleep(0.05)
 
     @contextlib.contextmanager
     def hold_the_tables(self, how: str) -> Iterator[None]:
