@@ -200,7 +200,12 @@ class EncryptedStore:
     def save(
         self, customer_id: str, memory: dict, expires_at: datetime | None = None
     ) -> list[dict]:
-        """Append a memory; return the memories evicted by the cap, oldest first (usually [])."""
+        """Append a memory; return the memories evicted by the cap, oldest first (usually []).
+
+        ``expires_at`` (an aware datetime, after the clock's time) ends this memory; without it,
+        the memory ends ``retention`` after the clock's time, or never when the store has none.
+        The customer's expired memories are deleted first: they take no room under the cap.
+        """
         customer, ticket, sealed = self.sealed_row(customer_id, memory)
         now = self._now()
         if expires_at is not None:
