@@ -10,12 +10,16 @@ schema there and drops it afterwards. It measures, as the median of several repe
 
 * saving one memory (through ``save()``, one transaction each);
 * recalling one customer's 10, 100 and 1,000 memories (cap raised with ``max_memories``);
+* the same, with retention: a store opened with ``retention=`` recalling a customer whose
+  memories all have an expiry date, timed in turns with the recalls without, in the same run;
 * the same recalls after 10,000 other customers with 10 memories each were added;
 * the size on disk before and after those 100,000 extra rows.
 
 The bulk rows are written straight into the tables, in one transaction, from rows
 the store itself checked and encrypted (``sealed_row()``), because 100,000 separate
-``save()`` transactions would measure nothing new and take minutes.
+``save()`` transactions would measure nothing new and take minutes. They bypass the cap of
+50 memories a customer; the measuring store is opened with ``max_memories=1000``, so that one
+customer holds 1,000.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -39,12 +44,22 @@ from memorybook.store import MemoryStore, PostgresMemoryStore, SealedRow, SQLite
 
 SAVE_REPEATS = 50  # single saves timed; the median is reported
 RECALL_REPEATS = 9  # recalls timed per size, after one warm-up
+RETENTION_REPEATS = 21  # recalls timed in turns, with and without retention, per size
 RECALL_SIZES = (10, 100, 1_000)
 OTHER_CUSTOMERS = 10_000
 MEMORIES_PER_OTHER_CUSTOMER = 10
+RETENTION = timedelta(days=365)
 INSERT_ROW_SQL = (
-    "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed) VALUES (?, ?, ?)"
+    "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed, expires_at)"
+    " VALUES (?, ?, ?, ?)"
 )
+
+
+def expiry_micros(expires_at: datetime | None) -> int | None:
+    """An expiry date as the memories table stores it (microseconds since 1970 UTC)."""
+    if expires_at is None:
+        return None
+    return (expires_at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def sample_memory(customer_id: str, ticket_number: int) -> dict:
@@ -89,9 +104,9 @@ class Backend(Protocol):
 
     name: str
 
-    def open(self, max_memories: int) -> MemoryStore: ...
+    def open(self, max_memories: int, retention: timedelta | None = None) -> MemoryStore: ...
 
-    def bulk_insert(self, rows: list[SealedRow]) -> None: ...
+    def bulk_insert(self, rows: list[SealedRow], expires_at: datetime | None = None) -> None: ...
 
     def size_bytes(self) -> int: ...
 
@@ -103,13 +118,16 @@ class SQLiteBackend:
         self.path = folder / "memories.sqlite3"
         self.key = key
 
-    def open(self, max_memories: int) -> SQLiteMemoryStore:
-        return SQLiteMemoryStore(self.path, key=self.key, max_memories=max_memories)
+    def open(self, max_memories: int, retention: timedelta | None = None) -> SQLiteMemoryStore:
+        return SQLiteMemoryStore(
+            self.path, key=self.key, max_memories=max_memories, retention=retention
+        )
 
-    def bulk_insert(self, rows: list[SealedRow]) -> None:
+    def bulk_insert(self, rows: list[SealedRow], expires_at: datetime | None = None) -> None:
         connection = sqlite3.connect(self.path, isolation_level=None)
         connection.execute("BEGIN IMMEDIATE")
-        connection.executemany(INSERT_ROW_SQL, rows)
+        ends = expiry_micros(expires_at)
+        connection.executemany(INSERT_ROW_SQL, [(*row, ends) for row in rows])
         connection.execute("COMMIT")
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         connection.close()
@@ -136,23 +154,28 @@ class PostgresBackend:
         self.url = f"{url}{separator}options=-csearch_path%3D{self.schema}"
         self.key = key
 
-    def open(self, max_memories: int) -> PostgresMemoryStore:
-        return PostgresMemoryStore(self.url, key=self.key, max_memories=max_memories)
+    def open(self, max_memories: int, retention: timedelta | None = None) -> PostgresMemoryStore:
+        return PostgresMemoryStore(
+            self.url, key=self.key, max_memories=max_memories, retention=retention
+        )
 
-    def bulk_insert(self, rows: list[SealedRow]) -> None:
+    def bulk_insert(self, rows: list[SealedRow], expires_at: datetime | None = None) -> None:
+        ends = expiry_micros(expires_at)
         with self.admin.transaction(), self.admin.cursor() as cursor:
             copy_sql = (
-                "COPY memorybook_memories (customer_digest, ticket_digest, sealed) FROM STDIN"
+                "COPY memorybook_memories (customer_digest, ticket_digest, sealed, expires_at)"
+                " FROM STDIN"
             )
             with cursor.copy(copy_sql) as copy:
                 for row in rows:
-                    copy.write_row(row)
+                    copy.write_row((*row, ends))
         self.admin.execute("ANALYZE memorybook_memories")
 
     def size_bytes(self) -> int:
         [(size,)] = self.admin.execute(
             "SELECT pg_total_relation_size('memorybook_memories')"
             " + pg_total_relation_size('memorybook_meta')"
+            " + pg_total_relation_size('memorybook_history')"
         ).fetchall()
         return int(size)
 
@@ -168,29 +191,57 @@ def time_recall(store: MemoryStore, customer_id: str) -> str:
     return f"{median_ms(lambda: store.recall(customer_id), RECALL_REPEATS):.2f} ms"
 
 
+def paired_medians_ms(
+    first: Callable[[], object], second: Callable[[], object], repeats: int
+) -> tuple[float, float]:
+    """Both actions' medians, timed in turns (after a warm-up of each), so drift hits both."""
+    first(), second()
+    timings: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for action, times in ((first, timings[0]), (second, timings[1])):
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+    return statistics.median(timings[0]) * 1000, statistics.median(timings[1]) * 1000
+
+
 def measure(
     backend: Backend, rows_for: Callable[[str, int], list[SealedRow]], other_rows: list[SealedRow]
 ) -> dict[str, str]:
     """Run every measurement on one backend; return figures keyed by row label."""
     figures: dict[str, str] = {}
-    with backend.open(max_memories=max(RECALL_SIZES)) as store:
+    with (
+        backend.open(max_memories=max(RECALL_SIZES)) as store,
+        backend.open(max_memories=max(RECALL_SIZES), retention=RETENTION) as expiring,
+    ):
         save_number = iter(range(10**6))
 
         def save_one() -> None:
             store.save("C-save", sample_memory("C-save", next(save_number)))
 
         figures["save one memory"] = f"{median_ms(save_one, SAVE_REPEATS):.2f} ms"
+        ends = datetime.now(UTC) + RETENTION
         for size in RECALL_SIZES:
             backend.bulk_insert(rows_for(f"C-recall-{size}", size))
+            backend.bulk_insert(rows_for(f"C-expiring-{size}", size), expires_at=ends)
         before_size = backend.size_bytes()
         for size in RECALL_SIZES:
             assert len(store.recall(f"C-recall-{size}")) == size
-            figures[f"recall {size:,} memories"] = time_recall(store, f"C-recall-{size}")
+            assert len(expiring.recall(f"C-expiring-{size}")) == size
+            without, with_retention = paired_medians_ms(
+                lambda size=size: store.recall(f"C-recall-{size}"),
+                lambda size=size: expiring.recall(f"C-expiring-{size}"),
+                RETENTION_REPEATS,
+            )
+            figures[f"recall {size:,} memories"] = f"{without:.2f} ms"
+            figures[f"recall {size:,} memories, with retention"] = (
+                f"{with_retention:.2f} ms ({with_retention / without:.2f}x)"
+            )
         backend.bulk_insert(other_rows)
         for size in RECALL_SIZES:
             label = f"recall {size:,} memories, {OTHER_CUSTOMERS:,} other customers in store"
             figures[label] = time_recall(store, f"C-recall-{size}")
-    rows_before = SAVE_REPEATS + 1 + sum(RECALL_SIZES)
+    rows_before = SAVE_REPEATS + 1 + 2 * sum(RECALL_SIZES)
     rows_after = rows_before + OTHER_CUSTOMERS * MEMORIES_PER_OTHER_CUSTOMER
     figures[f"size on disk, {rows_before:,} memories"] = f"{before_size / 1e6:.1f} MB"
     figures[f"size on disk, {rows_after:,} memories"] = f"{backend.size_bytes() / 1e6:.1f} MB"
@@ -237,7 +288,8 @@ def main() -> None:
     print(
         f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}{versions}, "
         f"{os.cpu_count()} CPUs; memories of about {memory_bytes:,} bytes of JSON; "
-        f"medians of {SAVE_REPEATS} saves and {RECALL_REPEATS} recalls; "
+        f"medians of {SAVE_REPEATS} saves and {RECALL_REPEATS} recalls "
+        f"({RETENTION_REPEATS} in turns with and without retention); "
         f"encrypting {len(other_rows):,} memories took {encrypt_seconds:.1f} s."
     )
     if postgres is None:

@@ -192,9 +192,10 @@ def save_replacing(
     """Save a memory and forget the saved ones it supersedes; return what was forgotten.
 
     `store` needs `forget(customer_id, ticket_id)`: the in-kernel memories and the
-    stores have it. The new memory is saved first: if the store refuses it, every
-    saved memory stays.
+    stores have it. A store's `supersede()` forgets too, and its history says so.
+    The new memory is saved first: if the store refuses it, every saved memory stays.
     """
+    drop = getattr(store, "supersede", store.forget)
     saved = store.recall(customer)
     requests = supersede_requests(memory, saved)
     replaced = dict.fromkeys(
@@ -203,8 +204,8 @@ def save_replacing(
         if ask(*request).answers["supersedes"].noul >= SUPERSEDED_AT
     )
     store.save(customer, memory)
-    forgotten = [old for ticket in replaced for old in store.forget(customer, ticket)]
-    if ticket_id_of(memory) in replaced:  # forget() took the new memory too: same id
+    forgotten = [old for ticket in replaced for old in drop(customer, ticket)]
+    if ticket_id_of(memory) in replaced:  # drop() took the new memory too: same id
         forgotten.remove(memory)
         store.save(customer, memory)
     return forgotten

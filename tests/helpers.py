@@ -397,6 +397,11 @@ class Backend:
     store_class: ClassVar[type]
     # What schema() gives on a new store: the tables and indexes of earlier versions, pinned.
     pinned_schema: ClassVar[object]
+    # The statements an earlier format's version created a store with (schema.EARLIER_FORMATS).
+    format_1_tables: ClassVar[tuple[str, ...]]
+    # Whether forget(), forget_customer() and eviction leave no bytes in the files at once,
+    # rather than only once sweep() has run.
+    erases_without_sweep: ClassVar[bool] = True
     # The ways another session can hold a lock this store's writers need, as hold_a_lock() takes
     # them: "customer" (another writer for the customer, stuck inside its transaction) and
     # "tables" (every memorybook table locked) on each backend; a backend may add its own.
@@ -449,6 +454,10 @@ class Backend:
     def hold_the_tables(self, how: str) -> contextlib.AbstractContextManager[None]:
         """Another session holds every memorybook table locked ("tables", or a backend's own)."""
         raise NotImplementedError
+
+    def wait_for_older_transactions(self) -> None:
+        """Wait until no other session's transaction began before now: a vacuum must keep the
+        rows such a transaction may still read. Nothing to wait for where none does that."""
 
 
 # What a call (to the API or a store) may take beyond its time limit on a loaded 2-core machine.

@@ -144,10 +144,15 @@ def test_a_superseded_memory_is_forgotten_through_the_store(server, tmp_path, mo
             forgotten = steps.save_replacing(store, "C-1042",
                                              memory_like(4, "T-3", "the new fact"))
             return ([ticket_id_of(m) for m in forgotten],
-                    [ticket_id_of(m) for m in store.recall("C-1042")])
+                    [ticket_id_of(m) for m in store.recall("C-1042")],
+                    [(e.event, e.ticket_id) for e in store.history("C-1042")])
 
-    forgotten, kept = run_live(server, tmp_path, monkeypatch, supersede)
+    forgotten, kept, history = run_live(server, tmp_path, monkeypatch, supersede)
     assert (forgotten, kept) == (["T-1"], ["T-2", "T-3"])
+    assert history == [("saved", "T-1"), ("saved", "T-2"), ("saved", "T-3"),
+                       ("superseded", "T-1")], (
+        "save_replacing() must drop a superseded memory with the store's supersede() "
+        "(notebook 7), so that history() says why it went")
     assert [b["state"]["old_memory"]["request"]["ticket"]["id"] for b in posted(server)] == \
         ["T-1", "T-2"]
 

@@ -7,6 +7,8 @@
         store.recall("C-1042")            # that customer's memories, oldest first
         store.forget("C-1042", "T-101")   # delete them for good; returns what was deleted
         store.forget_customer("C-1042")   # erase every memory of the customer; returns them
+        store.history("C-1042")           # what happened to them: event, ticket id, time
+        store.sweep()                     # delete expired memories (open_store(retention=...))
 
 What the store guarantees: README.md, "Guarantees". How it is built: CONTRIBUTING.md, "The
 store"; adding a backend: CONTRIBUTING.md, "Add a store backend".
@@ -20,6 +22,7 @@ from memorybook.store.postgres import (
     POSTGRES_LOCK_TIMEOUT_SECONDS,
     PostgresMemoryStore,
 )
+from memorybook.store.retention import EVENTS, HistoryEvent, system_clock
 from memorybook.store.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, SQLiteMemoryStore
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
@@ -32,6 +35,8 @@ from memorybook.store.validation import (
 
 __all__ = [
     "DEFAULT_STORE_PATH",
+    "EVENTS",
+    "HistoryEvent",
     "MAX_MEMORIES_PER_CUSTOMER",
     "MAX_MEMORY_BYTES",
     "MAX_MEMORY_NESTING",
@@ -49,4 +54,5 @@ __all__ = [
     "SQLiteMemoryStore",
     "SealedRow",
     "open_store",
+    "system_clock",
 ]

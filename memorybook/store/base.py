@@ -7,14 +7,29 @@ sealing rows, eviction, opening.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys
+from memorybook.store.retention import (
+    EVICTED,
+    EXPIRED,
+    FORGOTTEN,
+    SAVED,
+    SUPERSEDED,
+    Clock,
+    HistoryEvent,
+    checked_clock,
+    checked_retention,
+    micros,
+    moment,
+)
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
     MemoryNotFoundError,
@@ -29,6 +44,14 @@ from memorybook.store.validation import (
 )
 
 MAX_MEMORIES_PER_CUSTOMER = 50
+_MICROSECOND = timedelta(microseconds=1)
+# Sealed ticket ids of history rows are bound to their customer's digest and to this, so that
+# no history row opens as a memory, nor a memory as a history row.
+_HISTORY_AAD = b"memorybook history"
+
+
+def ticket_id_of_memory(memory: dict) -> str:
+    return memory["request"]["ticket"]["id"]
 
 
 @runtime_checkable
@@ -50,9 +73,16 @@ class Memories(Protocol):
 
 @runtime_checkable
 class MemoryStore(Memories, Protocol):
-    """Memories kept outside the process: a store also reports what it noticed, and closes."""
+    """Memories kept outside the process: a store also lets memories expire (``sweep()``),
+    keeps their ``history()``, reports what it noticed, and closes."""
 
     notices: list[str]
+
+    def supersede(self, customer_id: str, ticket_id: str) -> list[dict]: ...
+
+    def sweep(self) -> int: ...
+
+    def history(self, customer_id: str) -> list[HistoryEvent]: ...
 
     def close(self) -> None: ...
 
@@ -108,11 +138,16 @@ class EncryptedStore:
         max_memories: int,
         timeout: float,
         connect: Callable[[], SqlDatabase],
+        *,
+        retention: timedelta | None = None,
+        clock: Clock | None = None,
     ) -> None:
         check_limits(max_memories, timeout)
         self.location = location
         self.max_memories = max_memories
         self.timeout = timeout
+        self.retention = checked_retention(retention)  # a new memory's time to live; None: none
+        self.clock = checked_clock(clock)  # the time, as an aware datetime
         self.notices: list[str] = []
         self._keys: Keys | None = None
         self._is_open = False
@@ -127,6 +162,7 @@ class EncryptedStore:
                     f"(the key argument or ${STORE_KEY_ENV}{self._database.key_hint}), or point "
                     f"${STORE_URL_ENV} at a new store to start empty."
                 )
+            self._database.upgrade()
         except BaseException:
             self.close()
             raise
@@ -135,13 +171,16 @@ class EncryptedStore:
 
     @_one_call_at_a_time
     def recall(self, customer_id: str) -> list[dict]:
-        """Return this customer's memories, oldest first ([] for a customer with none)."""
+        """Return this customer's memories, oldest first ([] for a customer with none).
+
+        An expired memory is never among them, swept or not.
+        """
         keys = self._open_keys()
         customer = keys.customer_digest(checked_customer_id(customer_id))
         rows = self._database.run(
             "SELECT ticket_digest, sealed FROM memorybook_memories"
-            " WHERE customer_digest = ? ORDER BY id",
-            (customer,),
+            " WHERE customer_digest = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
+            (customer, self._now()),
         )
         memories = []
         for position, (ticket, sealed) in enumerate(rows, start=1):
@@ -157,34 +196,58 @@ class EncryptedStore:
                 ) from None
         return memories
 
-    def save(self, customer_id: str, memory: dict) -> list[dict]:
-        """Append a memory; return the memories evicted by the cap, oldest first (usually [])."""
+    def save(
+        self, customer_id: str, memory: dict, expires_at: datetime | None = None
+    ) -> list[dict]:
+        """Append a memory; return the memories evicted by the cap, oldest first (usually []).
+
+        ``expires_at`` (an aware datetime, after the clock's time) ends this memory; without it,
+        the memory ends ``retention`` after the clock's time, or never when the store has none.
+        The customer's expired memories are deleted first: they take no room under the cap.
+        """
         # Checked before the call takes the store's lock: however large, it holds up no other.
         customer_id = checked_customer_id(customer_id)
         ticket_id, text = checked_memory_json(customer_id, memory)
         with self._call("save()"):
-            return self._save_checked(customer_id, ticket_id, text)
+            return self._save_checked(customer_id, ticket_id, text, expires_at)
 
-    def _save_checked(self, customer_id: str, ticket_id: str, text: str) -> list[dict]:
+    def _save_checked(self, customer_id: str, ticket_id: str, text: str,
+                      expires_at: datetime | None) -> list[dict]:
         customer, ticket, sealed = self._sealed(customer_id, ticket_id, text)
+        now = self._now()
+        if expires_at is not None:
+            ends = micros(expires_at, "expires_at")
+            if ends <= now:
+                raise ValueError(
+                    f"expires_at {expires_at.isoformat()} is not after the store's clock "
+                    f"({moment(now).isoformat()}): such a memory could never be recalled, so it "
+                    "was not saved."
+                )
+        else:
+            ends = None if self.retention is None else now + self.retention // _MICROSECOND
         with self._database.write_transaction(customer):
+            expired = self._delete_expired(customer, now)  # an expired memory takes no room
             self._database.run(
-                "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
-                " VALUES (?, ?, ?)",
-                (customer, ticket, sealed),
+                "INSERT INTO memorybook_memories"
+                " (customer_digest, ticket_digest, sealed, expires_at) VALUES (?, ?, ?, ?)",
+                (customer, ticket, sealed, ends),
             )
+            self._record(customer, SAVED, ticket_id, now)
             [(count,)] = self._database.run(
                 "SELECT COUNT(*) FROM memorybook_memories WHERE customer_digest = ?", (customer,)
             )
-            if count <= self.max_memories:
-                return []
-            oldest = self._database.run(
+            oldest = [] if count <= self.max_memories else self._database.run(
                 "SELECT id, ticket_digest, sealed FROM memorybook_memories"
                 " WHERE customer_digest = ? ORDER BY id LIMIT ?",
                 (customer, count - self.max_memories),
             )
-            for row_id, _, _ in oldest:
+            for row_id, ticket_digest, old_sealed in oldest:
                 self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
+                self._record(
+                    customer, EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now
+                )
+        if expired or oldest:
+            self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
             customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
@@ -193,36 +256,73 @@ class EncryptedStore:
     @_one_call_at_a_time
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
         """Delete this customer's memories of ``ticket_id`` for good; return them."""
-        keys = self._open_keys()
-        customer_id = checked_customer_id(customer_id)
-        ticket_id = checked_ticket_id(ticket_id)
-        customer = keys.customer_digest(customer_id)
-        ticket = keys.ticket_digest(customer_id, ticket_id)
-        with self._database.write_transaction(customer):
-            rows = self._database.run(
-                "SELECT id, sealed FROM memorybook_memories"
-                " WHERE customer_digest = ? AND ticket_digest = ? ORDER BY id",
-                (customer, ticket),
-            )
-            if not rows:
-                raise MemoryNotFoundError(
-                    f"Customer {shown(customer_id)} has no memory of ticket "
-                    f"{shown(ticket_id)} in {self.location}; check both ids (they are matched "
-                    "exactly, case and spaces included) against recall()."
-                )
-            for row_id, _ in rows:
-                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-        self._database.after_forget()
-        return self._readable(
-            customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
+        return self._forget(customer_id, ticket_id, FORGOTTEN)
+
+    @_one_call_at_a_time
+    def supersede(self, customer_id: str, ticket_id: str) -> list[dict]:
+        """``forget()``, for memories a newer one replaces: history says ``superseded``."""
+        return self._forget(customer_id, ticket_id, SUPERSEDED)
+
+    @_one_call_at_a_time
+    def sweep(self) -> int:
+        """Delete every customer's expired memories for good; return how many.
+
+        Each deletion is in the customer's history as ``expired``, at the time it expired.
+        Then the database's files are rid of every deleted row (SQLite: its write-ahead log
+        is emptied; PostgreSQL: ``VACUUM FULL``, which locks the tables while it runs). On
+        PostgreSQL this is the step that erases what ``forget()``, ``forget_customer()`` and
+        eviction deleted, and a row that a transaction begun before its deletion may still read
+        is kept until that transaction ends: it goes at the next ``sweep()``. The server's
+        write-ahead log and backups keep their copies until they are recycled.
+        """
+        now = self._now()
+        customers = self._database.run(
+            "SELECT DISTINCT customer_digest FROM memorybook_memories WHERE expires_at <= ?",
+            (now,),
         )
+        swept = 0
+        for (customer,) in customers:
+            customer = bytes(customer)
+            with self._database.write_transaction(customer):
+                swept += self._delete_expired(customer, now)
+        self._database.erase_deleted_rows()
+        return swept
+
+    @_one_call_at_a_time
+    def history(self, customer_id: str) -> list[HistoryEvent]:
+        """What happened to this customer's memories, oldest first: event, ticket id, time.
+
+        Events: ``saved``, ``evicted`` (by the cap), ``forgotten``, ``expired``, ``superseded``.
+        It holds no memory content, outlives the memories it describes, and is erased by
+        ``forget_customer()``.
+        """
+        keys = self._open_keys()
+        customer = keys.customer_digest(checked_customer_id(customer_id))
+        rows = self._database.run(
+            "SELECT event, at, sealed_ticket FROM memorybook_history"
+            " WHERE customer_digest = ? ORDER BY at, id",
+            (customer,),
+        )
+        events = []
+        for event, at, sealed_ticket in rows:
+            try:
+                ticket_id = keys.unseal(customer, _HISTORY_AAD, sealed_ticket)
+            except UnreadableMemory as unreadable:
+                raise MemoryStoreError(
+                    f"A history row of customer {shown(customer_id)} in {self.location} "
+                    f"{unreadable}. Erase the customer with forget_customer(customer_id), or "
+                    "restore the store from a backup."
+                ) from None
+            events.append(HistoryEvent(event, ticket_id, moment(at)))
+        return events
 
     @_one_call_at_a_time
     def forget_customer(self, customer_id: str) -> list[dict]:
         """Erase every memory of this customer for good; return those that could be read.
 
         The right to erasure: every row of the customer is deleted in one transaction, readable
-        or not. The memories come back oldest first; a memory that failed its integrity check is
+        or not, expired or not, and the customer's history with them. The memories come back
+        oldest first; a memory that failed its integrity check is
         deleted too, is not in the list, and is counted in a line added to ``notices``. A
         customer with no memories gives [].
         """
@@ -238,7 +338,13 @@ class EncryptedStore:
             self._database.run(
                 "DELETE FROM memorybook_memories WHERE customer_digest = ?", (customer,)
             )
-        if rows:
+            [(events,)] = self._database.run(
+                "SELECT COUNT(*) FROM memorybook_history WHERE customer_digest = ?", (customer,)
+            )
+            self._database.run(
+                "DELETE FROM memorybook_history WHERE customer_digest = ?", (customer,)
+            )
+        if rows or events:
             self._database.after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
 
@@ -291,6 +397,65 @@ class EncryptedStore:
             yield
 
     # -- helpers -------------------------------------------------------------------
+
+    def _forget(self, customer_id: str, ticket_id: str, event: str) -> list[dict]:
+        keys = self._open_keys()
+        customer_id = checked_customer_id(customer_id)
+        ticket_id = checked_ticket_id(ticket_id)
+        customer = keys.customer_digest(customer_id)
+        ticket = keys.ticket_digest(customer_id, ticket_id)
+        now = self._now()
+        with self._database.write_transaction(customer):
+            rows = self._database.run(
+                "SELECT id, sealed FROM memorybook_memories"
+                " WHERE customer_digest = ? AND ticket_digest = ? ORDER BY id",
+                (customer, ticket),
+            )
+            if not rows:
+                raise MemoryNotFoundError(
+                    f"Customer {shown(customer_id)} has no memory of ticket "
+                    f"{shown(ticket_id)} in {self.location}; check both ids (they are matched "
+                    "exactly, case and spaces included) against recall()."
+                )
+            for row_id, _ in rows:
+                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
+                self._record(customer, event, ticket_id, now)
+        self._database.after_forget()
+        return self._readable(
+            customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
+        )
+
+    def _delete_expired(self, customer: bytes, now: int) -> int:
+        """Inside a write transaction: delete the customer's expired memories, each recorded
+        in history at the time it expired; return how many."""
+        rows = self._database.run(
+            "SELECT id, ticket_digest, sealed, expires_at FROM memorybook_memories"
+            " WHERE customer_digest = ? AND expires_at <= ? ORDER BY id",
+            (customer, now),
+        )
+        for row_id, ticket, sealed, expired_at in rows:
+            self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
+            self._record(customer, EXPIRED, self._ticket_in(customer, ticket, sealed), expired_at)
+        return len(rows)
+
+    def _record(self, customer: bytes, event: str, ticket_id: str | None, at: int) -> None:
+        """Add an event to the customer's history; the ticket id is sealed, as memories are."""
+        sealed_ticket = self._open_keys().seal(customer, _HISTORY_AAD, json.dumps(ticket_id))
+        self._database.run(
+            "INSERT INTO memorybook_history (customer_digest, event, at, sealed_ticket)"
+            " VALUES (?, ?, ?, ?)",
+            (customer, event, at, sealed_ticket),
+        )
+
+    def _ticket_in(self, customer: bytes, ticket: bytes, sealed: bytes) -> str | None:
+        """The ticket id of a stored memory, or None if it cannot be read."""
+        try:
+            return ticket_id_of_memory(self._open_keys().unseal(customer, bytes(ticket), sealed))
+        except (UnreadableMemory, KeyError, TypeError):
+            return None
+
+    def _now(self) -> int:
+        return micros(self.clock(), "The store's clock")
 
     @contextmanager
     def _call(self, name: str) -> Iterator[None]:

@@ -9,12 +9,16 @@ from typing import Any
 
 from memorybook.store.encryption import Keys
 from memorybook.store.schema import (
+    EARLIER_FORMATS,
     INSERT_META,
+    READ_FORMAT,
     READ_KEY_CHECK,
     READ_META,
     STORE_FORMAT,
+    TABLES_LOCK,
     Dialect,
     create_tables,
+    upgrade_tables,
 )
 from memorybook.store.validation import MemoryStoreError
 
@@ -34,17 +38,36 @@ class SqlDatabase:
         self.timeout = timeout
         self.current_call = "opening the store"
         self.deadline = time.monotonic() + timeout
+        self.stored_format = STORE_FORMAT  # as read_key_check() finds it
 
     def read_key_check(self) -> bytes:
         """Return the stored key check value after making sure the meta table is ours."""
         meta = dict(self.run(READ_META))
-        if bytes(meta.get("format", b"")) != STORE_FORMAT or "key_check" not in meta:
+        self.stored_format = bytes(meta.get("format", b""))
+        if self.stored_format not in (STORE_FORMAT, *EARLIER_FORMATS) or "key_check" not in meta:
             raise MemoryStoreError(
                 f"{self.location} holds a memorybook_meta table that this version of memorybook "
                 "does not recognise; open it with the memorybook version that created it, or use "
                 "a new store."
             )
         return bytes(meta["key_check"])
+
+    def upgrade(self) -> None:
+        """Bring a store of an earlier format to this one, once its key is known to match.
+
+        Adds the expiry column and the history tables, keeping every memory (they never
+        expire). A racing opener may have done it already: then nothing is changed.
+        """
+        if self.stored_format == STORE_FORMAT:
+            return
+        with self.write_transaction(TABLES_LOCK):
+            [(stored,)] = self.run(READ_FORMAT)
+            if bytes(stored) != STORE_FORMAT:
+                *changes, set_format = upgrade_tables(self.dialect)
+                for statement in changes:
+                    self.run(statement)
+                self.run(set_format, (STORE_FORMAT,))
+        self.stored_format = STORE_FORMAT
 
     def create_tables(self, keys: Keys) -> bytes:
         """Create the tables and the meta rows; return the key check value the store now holds.
@@ -77,6 +100,10 @@ class SqlDatabase:
 
     def after_forget(self) -> None:
         """Run after memories were deleted."""
+
+    def erase_deleted_rows(self) -> None:
+        """Run by ``sweep()``: make sure no deleted row stays in the database's files."""
+        self.after_forget()
 
     # -- what each backend provides ------------------------------------------------------
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore, MemoryStore
 from memorybook.store.postgres import PostgresMemoryStore
+from memorybook.store.retention import Clock
 from memorybook.store.sqlite import SQLiteMemoryStore
 from memorybook.store.urls import STORE_URL_ENV, redacted
 from memorybook.store.validation import MemoryStoreError, shown
@@ -28,6 +30,8 @@ def open_store(
     key: str | bytes | None = None,
     max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
     timeout: float | None = None,
+    retention: timedelta | None = None,
+    clock: Clock | None = None,
 ) -> MemoryStore:
     """Open the memory store at ``url``.
 
@@ -38,9 +42,13 @@ def open_store(
     working directory holding ``pyproject.toml``). ``key``
     defaults to ``$MEMORYBOOK_STORE_KEY``. ``max_memories`` is the per-customer cap of this store
     object. ``timeout`` is how many seconds a call waits for a lock held elsewhere before it fails
-    (default: 30 on SQLite, 20 on PostgreSQL).
+    (default: 30 on SQLite, 20 on PostgreSQL). ``retention`` is how long a memory saved without
+    its own ``expires_at`` lasts (default: until forgotten); ``clock`` gives the store the time
+    as an aware datetime (default: the system's, in UTC).
     """
-    options: dict[str, Any] = {"key": key, "max_memories": max_memories}
+    options: dict[str, Any] = {
+        "key": key, "max_memories": max_memories, "retention": retention, "clock": clock
+    }
     if timeout is not None:
         options["timeout"] = timeout
     if url is None:

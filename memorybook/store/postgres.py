@@ -11,12 +11,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from datetime import timedelta
 from typing import Any
 
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
-from memorybook.store.schema import POSTGRES
+from memorybook.store.retention import Clock
+from memorybook.store.schema import HISTORY_TABLE, MEMORIES_TABLE, POSTGRES
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
 from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError
 
@@ -27,7 +29,7 @@ POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
 # Past a call's timeout: the server cancels a statement after this much more, and a call still
 # waiting for the server after twice this much more is ended here (a frozen server never answers).
 POSTGRES_MARGIN_SECONDS = 0.25
-_WRITES = ("save()", "forget()", "forget_customer()")
+_WRITES = ("save()", "forget()", "forget_customer()", "supersede()", "sweep()")
 
 
 class PostgresMemoryStore(EncryptedStore):
@@ -48,12 +50,16 @@ class PostgresMemoryStore(EncryptedStore):
         key: str | bytes | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
         timeout: float = POSTGRES_LOCK_TIMEOUT_SECONDS,
+        retention: timedelta | None = None,
+        clock: Clock | None = None,
     ) -> None:
         super().__init__(
             redacted(url),
             max_memories,
             timeout,
             connect=lambda: PostgresDatabase(url, self.timeout, key),
+            retention=retention,
+            clock=clock,
         )
 
 
@@ -143,6 +149,14 @@ class PostgresDatabase(SqlDatabase):
             self._set_limits(seconds_left)
         elif self._limits != self.timeout:
             self._set_limits(self.timeout)
+
+    def erase_deleted_rows(self) -> None:
+        # A plain VACUUM can leave a deleted row's bytes in the page's free space; VACUUM FULL
+        # writes the tables (and their TOAST tables) anew and removes the old files. It holds
+        # each table's exclusive lock while it runs, so other calls wait for it, and it copies
+        # the deleted rows that a transaction still open in the database may read.
+        for table in (MEMORIES_TABLE, HISTORY_TABLE):
+            self.run(f"VACUUM FULL {table}")
 
     def close(self) -> None:
         self._watchdog.close()

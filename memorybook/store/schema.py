@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STORE_FORMAT = b"memorybook-store-1"  # the meta row "format": what this version can read
+STORE_FORMAT = b"memorybook-store-2"  # the meta row "format": what this version writes
+# Formats this version opens and upgrades in place, under the tables' lock (upgrade_tables()).
+# Format 1 had neither expiry dates nor history: versions that only know it refuse format 2,
+# rather than recall expired memories and leave no history.
+EARLIER_FORMATS = (b"memorybook-store-1",)
+TABLES_LOCK = b"memorybook tables"  # the write lock that creating or upgrading tables holds
 
 META_TABLE = "memorybook_meta"
 MEMORIES_TABLE = "memorybook_memories"
+HISTORY_TABLE = "memorybook_history"
 ROW_COLUMNS = ("customer_digest", "ticket_digest", "sealed")  # besides the ordering id
 
 
@@ -22,6 +28,7 @@ class Dialect:
 
     placeholder: str  # a statement's parameter, for the driver
     bytes_type: str  # digests, sealed memories and meta values
+    integer_type: str  # times, in microseconds since 1970 UTC
     row_id: str  # the auto-increment primary key that keeps a customer's memories in order
     customer_index: tuple[str, ...]  # the columns of the index that finds a customer's rows
     write_lock: str  # the statement that starts a write by waiting for the writer before it
@@ -30,6 +37,7 @@ class Dialect:
 SQLITE = Dialect(
     placeholder="?",
     bytes_type="BLOB",
+    integer_type="INTEGER",
     row_id="INTEGER PRIMARY KEY AUTOINCREMENT",
     # A SQLite index holds the rowid (here id) after its own columns, so this index gives a
     # customer's rows in id order, as PostgreSQL's (customer_digest, id) does.
@@ -40,6 +48,7 @@ SQLITE = Dialect(
 POSTGRES = Dialect(
     placeholder="%s",
     bytes_type="BYTEA",
+    integer_type="BIGINT",
     row_id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     customer_index=("customer_digest", "id"),
     write_lock="SELECT pg_advisory_xact_lock(?)",  # one customer's writers, inside a transaction
@@ -47,15 +56,42 @@ POSTGRES = Dialect(
 
 
 def create_tables(dialect: Dialect) -> list[str]:
-    """The statements that create both tables and the index; each leaves an existing one as is."""
+    """The statements that create the tables and indexes; each leaves an existing one as is."""
     blob = dialect.bytes_type
     columns = [f"id {dialect.row_id}", *(f"{name} {blob} NOT NULL" for name in ROW_COLUMNS)]
     return [
         f"CREATE TABLE IF NOT EXISTS {META_TABLE} (name TEXT PRIMARY KEY, value {blob} NOT NULL)",
         f"CREATE TABLE IF NOT EXISTS {MEMORIES_TABLE} ("
-        + ",".join(f" {column}" for column in columns) + ")",
+        + ",".join(f" {column}" for column in columns)
+        + f", expires_at {dialect.integer_type})",
         f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_customer"
         f" ON {MEMORIES_TABLE} ({', '.join(dialect.customer_index)})",
+        *_history_tables(dialect),
+    ]
+
+
+def upgrade_tables(dialect: Dialect) -> list[str]:
+    """The statements that turn an earlier format's tables (EARLIER_FORMATS) into this one's."""
+    return [
+        f"ALTER TABLE {MEMORIES_TABLE} ADD COLUMN expires_at {dialect.integer_type}",
+        *_history_tables(dialect),
+        f"UPDATE {META_TABLE} SET value = ? WHERE name = 'format'",
+    ]
+
+
+def _history_tables(dialect: Dialect) -> list[str]:
+    """What happened to each customer's memories: an event, its time, the ticket id sealed.
+
+    The ticket id is encrypted (``Keys.seal``), bound to the customer's digest; no memory
+    content is ever written here.
+    """
+    blob, integer = dialect.bytes_type, dialect.integer_type
+    return [
+        f"CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} ( id {dialect.row_id},"
+        f" customer_digest {blob} NOT NULL, event TEXT NOT NULL, at {integer} NOT NULL,"
+        f" sealed_ticket {blob} NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {HISTORY_TABLE}_by_customer"
+        f" ON {HISTORY_TABLE} ({', '.join(dialect.customer_index)})",
     ]
 
 
@@ -67,3 +103,4 @@ INSERT_META = (
 )
 READ_META = f"SELECT name, value FROM {META_TABLE}"
 READ_KEY_CHECK = f"SELECT value FROM {META_TABLE} WHERE name = 'key_check'"
+READ_FORMAT = f"SELECT value FROM {META_TABLE} WHERE name = 'format'"

@@ -9,6 +9,7 @@ import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, resolve_key
 from memorybook.store.key_file import OWNERS_AND_MODES, KeyFile
+from memorybook.store.retention import Clock
 from memorybook.store.schema import SQLITE
 from memorybook.store.urls import STORE_URL_ENV, sqlite_path
 from memorybook.store.validation import MemoryStoreError
@@ -50,6 +52,8 @@ class SQLiteMemoryStore(EncryptedStore):
         key: str | bytes | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
         timeout: float = SQLITE_BUSY_TIMEOUT_SECONDS,
+        retention: timedelta | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.path = Path(path).expanduser().absolute()
         key_file = KeyFile(self.path)
@@ -59,6 +63,8 @@ class SQLiteMemoryStore(EncryptedStore):
             max_memories,
             timeout,
             connect=lambda: SQLiteDatabase(key_file, self.timeout, key, self.notices),
+            retention=retention,
+            clock=clock,
         )
 
 

@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,10 +36,23 @@ class SQLiteBackend(Backend):
         "sqlite_master": [  # type, name, SQL
             (
                 "table",
+                "memorybook_history",
+                "CREATE TABLE memorybook_history ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " customer_digest BLOB NOT NULL, event TEXT NOT NULL, at INTEGER NOT NULL,"
+                " sealed_ticket BLOB NOT NULL)",
+            ),
+            (
+                "index",
+                "memorybook_history_by_customer",
+                "CREATE INDEX memorybook_history_by_customer ON memorybook_history"
+                " (customer_digest)",
+            ),
+            (
+                "table",
                 "memorybook_memories",
                 "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
                 " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL,"
-                " sealed BLOB NOT NULL)",
+                " sealed BLOB NOT NULL, expires_at INTEGER)",
             ),
             (
                 "index",
@@ -56,6 +70,14 @@ class SQLiteBackend(Backend):
         ],
         "journal_mode": "wal",
     }
+    # The statements that memorybook-store-1 (before expiry and history) made a store with.
+    format_1_tables = (
+        "PRAGMA journal_mode = WAL",
+        "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
+        "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL, sealed BLOB NOT NULL)",
+        "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories (customer_digest)",
+    )
 
     @classmethod
     @contextlib.contextmanager
@@ -103,20 +125,38 @@ class PostgresBackend(Backend):
     store_class = PostgresMemoryStore
     pinned_schema = {
         "columns": [  # table, column, type, nullable, identity
+            ("memorybook_history", "id", "bigint", "NO", "ALWAYS"),
+            ("memorybook_history", "customer_digest", "bytea", "NO", None),
+            ("memorybook_history", "event", "text", "NO", None),
+            ("memorybook_history", "at", "bigint", "NO", None),
+            ("memorybook_history", "sealed_ticket", "bytea", "NO", None),
             ("memorybook_memories", "id", "bigint", "NO", "ALWAYS"),
             ("memorybook_memories", "customer_digest", "bytea", "NO", None),
             ("memorybook_memories", "ticket_digest", "bytea", "NO", None),
             ("memorybook_memories", "sealed", "bytea", "NO", None),
+            ("memorybook_memories", "expires_at", "bigint", "YES", None),
             ("memorybook_meta", "name", "text", "NO", None),
             ("memorybook_meta", "value", "bytea", "NO", None),
         ],
         "indexes": [
+            "CREATE INDEX memorybook_history_by_customer ON memorybook_history"
+            " USING btree (customer_digest, id)",
+            "CREATE UNIQUE INDEX memorybook_history_pkey ON memorybook_history USING btree (id)",
             "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
             " USING btree (customer_digest, id)",
             "CREATE UNIQUE INDEX memorybook_memories_pkey ON memorybook_memories USING btree (id)",
             "CREATE UNIQUE INDEX memorybook_meta_pkey ON memorybook_meta USING btree (name)",
         ],
     }
+    format_1_tables = (
+        "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
+        "CREATE TABLE memorybook_memories ( id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " customer_digest BYTEA NOT NULL, ticket_digest BYTEA NOT NULL, sealed BYTEA NOT NULL)",
+        "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
+        " (customer_digest, id)",
+    )
+    # Deleted rows leave the table's files only once sweep() has run VACUUM FULL.
+    erases_without_sweep = False
     # "stopped": the tables' lock holder's server process is stopped with SIGSTOP.
     ways_to_hold_a_lock = (*Backend.ways_to_hold_a_lock, "stopped")
 
@@ -156,14 +196,28 @@ class PostgresBackend(Backend):
         return psycopg.connect(self.url), "%s"
 
     def raw_bytes(self) -> bytes:
+        """Every row as the server returns it, then the files of each table and its TOAST
+        table as they are on disk (after a CHECKPOINT writes every page): a deleted row's bytes
+        stay in those files until vacuumed."""
         import psycopg
 
         chunks = []
-        with psycopg.connect(self.url) as connection:
-            for table in ("memorybook_meta", "memorybook_memories"):
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            for table in ("memorybook_meta", "memorybook_memories", "memorybook_history"):
                 for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
                     for value in row:
                         chunks.append(value if isinstance(value, bytes) else str(value).encode())
+            connection.execute("CHECKPOINT")
+            files = connection.execute(
+                "SELECT pg_relation_filepath(c.oid), pg_relation_filepath(c.reltoastrelid)"
+                " FROM pg_class c WHERE c.oid = ANY(%s::regclass[])",
+                (["memorybook_meta", "memorybook_memories", "memorybook_history"],),
+            ).fetchall()
+            for path in (path for pair in files for path in pair if path):
+                [(content,)] = connection.execute(
+                    "SELECT pg_read_binary_file(%s)", (path,)
+                ).fetchall()
+                chunks.append(bytes(content))
         return b"\n".join(chunks)
 
     def schema(self) -> object:
@@ -185,6 +239,29 @@ class PostgresBackend(Backend):
             "columns": columns,
             "indexes": [text.replace(f"{schema_name}.", "") for (text,) in indexes],
         }
+
+    def wait_for_older_transactions(self, seconds: float = 60) -> None:
+        # Other tests share the server's database and may be inside a transaction: until it
+        # ends, VACUUM FULL copies the rows deleted since it began into the new table files.
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            [(now,)] = connection.execute(
+                "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+            ).fetchall()
+            deadline = time.monotonic() + seconds
+            while True:
+                [(older,)] = connection.execute(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid() AND (backend_xmin::text::bigint < %s"
+                    " OR backend_xid::text::bigint < %s)",
+                    (now, now),
+                ).fetchall()
+                if not older:
+                    return
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{older} other session(s) kept a transaction open {seconds} s")
+                time.sleep(0.05)
 
     @contextlib.contextmanager
     def hold_the_tables(self, how: str) -> Iterator[None]:

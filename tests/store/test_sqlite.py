@@ -105,7 +105,7 @@ FILL_THE_DISK = """
 
 
 def test_a_really_full_disk_is_explained_without_blaming_the_file(tmp_path: Path) -> None:
-    with small_tmpfs(tmp_path, "64k") as tmpfs:  # a store fills it
+    with small_tmpfs(tmp_path, "128k") as tmpfs:  # a store fills it
         # In the tmpfs's namespace: SQLite resolves the path it is given, which loses the
         # namespace.
         database = tmpfs.mount_point / "memories.sqlite3"

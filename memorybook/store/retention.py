@@ -1,0 +1,75 @@
+"""Time in the store: the clock it reads, how long memories live, and the history of events.
+
+A store reads the time only from its ``clock`` (default: the system's, in UTC), so tests and
+notebooks set it. Times are stored as whole microseconds since 1970 UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
+
+from memorybook.store.validation import shown
+
+Clock = Callable[[], datetime]
+
+# What can happen to a memory, as history() names it.
+SAVED, EVICTED, FORGOTTEN, EXPIRED, SUPERSEDED = (
+    "saved", "evicted", "forgotten", "expired", "superseded"
+)
+EVENTS = (SAVED, EVICTED, FORGOTTEN, EXPIRED, SUPERSEDED)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class HistoryEvent(NamedTuple):
+    """One thing that happened to one of a customer's memories: never the memory itself.
+
+    ``ticket_id`` is None for a memory that could not be read when it was evicted or expired.
+    """
+
+    event: str
+    ticket_id: str | None
+    at: datetime
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def checked_retention(retention: object) -> timedelta | None:
+    """A default time to live: None (memories last until forgotten) or a positive timedelta."""
+    if retention is None:
+        return None
+    if not isinstance(retention, timedelta) or retention <= timedelta(0):
+        raise ValueError(
+            f"retention must be a positive datetime.timedelta (or None), got {shown(retention)}"
+        )
+    return retention
+
+
+def checked_clock(clock: object) -> Clock:
+    if clock is None:
+        return system_clock
+    if not callable(clock):
+        raise ValueError(
+            f"clock must be a function returning the time as an aware datetime, got "
+            f"{shown(clock)}"
+        )
+    return clock
+
+
+def micros(moment: object, what: str) -> int:
+    """An aware datetime as microseconds since 1970 UTC; a naive one is refused."""
+    if not isinstance(moment, datetime) or moment.utcoffset() is None:
+        raise ValueError(
+            f"{what} must be a timezone-aware datetime (e.g. datetime(2026, 8, 4, tzinfo=UTC)), "
+            f"got {shown(moment)}"
+        )
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+def moment(value: int) -> datetime:
+    """The UTC datetime stored as ``value`` microseconds since 1970."""
+    return _EPOCH + timedelta(microseconds=int(value))
