@@ -336,17 +336,8 @@ def test_git_checkout_is_only_suggested_for_files_of_the_repository(tmp_path):
     assert "git checkout" not in str(raised.value) and str(outside) in str(raised.value)
 
 
-@pytest.mark.parametrize("damage", ["not JSON", "an answer of the wrong shape"])
-def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_path, damage):
-    copy = copy_of_the_collection(tmp_path / "copy")
-    recording = copy / "json_cache" / "json_cache.json"
-    if damage == "not JSON":
-        recording.write_text('{"_system_one|jev-1.14.0|": ', encoding="utf-8")
-    else:
-        entries = json.loads(recording.read_text(encoding="utf-8"))
-        for entry in entries.values():
-            entry["answers"].get("team", {}).pop("choice", None)
-        recording.write_text(json.dumps(entries, indent=2), encoding="utf-8")
+def notebook_1_stopped_in(copy: Path):
+    """Notebook 1 of a copy of the collection, run in its folder until a cell fails."""
     path = copy / "notebooks" / "01_memory_system.ipynb"
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, kernel_name="python3", timeout=120,
@@ -354,6 +345,21 @@ def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_
                             resources={"metadata": {"path": str(path.parent)}})
     with pytest.raises(CellExecutionError):
         client.execute()
+    return notebook
+
+
+@pytest.mark.parametrize("damage", ["not JSON", "an answer of the wrong shape"])
+def test_a_damaged_recording_stops_notebook_1_with_its_name_not_a_traceback(tmp_path, damage):
+    copy = copy_of_the_collection(tmp_path / "copy")
+    recording = copy / RECORDING_PATH.relative_to(REPO_ROOT)
+    if damage == "not JSON":
+        recording.write_text('{"_system_one|jev-1.14.0|": ', encoding="utf-8")
+    else:
+        entries = json.loads(recording.read_text(encoding="utf-8"))
+        for entry in entries.values():
+            entry["answers"].get("team", {}).pop("choice", None)
+        recording.write_text(json.dumps(entries, indent=2), encoding="utf-8")
+    notebook = notebook_1_stopped_in(copy)
     [error] = [output for cell in notebook.cells for output in cell.get("outputs", [])
                if output.output_type == "error"]
     assert error.ename == "RecordingError", error.evalue
@@ -382,13 +388,7 @@ def test_a_damaged_answer_stops_notebook_1_in_the_cell_that_reads_it(tmp_path, d
     [key] = [key for key in entries if calls[key]["call"] == "route T-201 with memories: none"]
     damage_one_answer(entries[key], damage)
     recording.write_text(json.dumps(entries, indent=2), encoding="utf-8")
-    path = copy / "notebooks" / "01_memory_system.ipynb"
-    notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
-                            shutdown_kernel="immediate",
-                            resources={"metadata": {"path": str(path.parent)}})
-    with pytest.raises(CellExecutionError):
-        client.execute()
+    notebook = notebook_1_stopped_in(copy)
     [(cell, error)] = [(cell, output) for cell in notebook.cells
                        for output in cell.get("outputs", []) if output.output_type == "error"]
     assert "plain Jev ->" in cell.source, (
