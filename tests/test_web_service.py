@@ -1,0 +1,383 @@
+"""Notebook 9's async wrapper and web service: the gate after the reply, each customer's calls in
+order, failures that never touch the reply, the service's contract, and stopping with gates
+pending. Jev's answers here are a stand-in's, made up by each test, never written anywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx2
+import psutil
+import pytest
+from asgi_lifespan import LifespanManager
+
+from memorybook.config import RECORDING_PATH
+from memorybook.memory_system import EARLIER, MEMORY_KEY, ROUTE, InMemoryMemories, ticket_state
+from tests.helpers import REPO_ROOT, fresh_web_service, live_env
+from tools.loopback_server import LoopbackSystemOne
+
+CANARY_KEY = "canary-key-3f9a1c7e55d2"
+CANARY_PASSWORD = "canary-password-b81e0d"
+
+
+def my_ticket(customer: str, ticket_id: str, text: str = "We self-host on Linux.") -> dict:
+    return ticket_state(customer, ticket_id, "2026-10-02", "Question", text)
+
+
+class SlowGate:
+    """Made-up answers: every ticket to the Linux team at once; the gate keeps every ticket, but
+    only once `release` is set."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.routed: list[dict] = []  # the states the routing requests carried
+        self.gates_waiting = 0
+
+    async def ask(self, state: dict, questions: dict):
+        from typesafe_sdk import SystemOneResponse
+
+        if "remember" in questions:
+            self.gates_waiting += 1
+            await self.release.wait()
+            self.gates_waiting -= 1
+            answers = {"remember": {"type": "noul", "noul": 0.9}}
+        else:
+            self.routed.append(state)
+            answers = {"team": {"type": "choice", "choice": "selfhosted_linux",
+                                "confidence": 1.0, "probabilities": {"selfhosted_linux": 1.0}}}
+        return SystemOneResponse.model_validate(
+            {"model": "made-up", "usage": {"input_tokens": 0, "output_tokens": 0},
+             "answers": answers})
+
+
+async def within(seconds: float, awaitable, what: str):
+    """`await awaitable`, failing the test with `what` if it takes longer than `seconds`."""
+    try:
+        return await asyncio.wait_for(awaitable, seconds)
+    except TimeoutError:
+        pytest.fail(f"{what} took more than {seconds} s")
+
+
+def memory_ids(state: dict) -> list[str]:
+    return [memory["request"]["ticket"]["id"] for memory in state.get(MEMORY_KEY, [])]
+
+
+def test_the_next_call_for_a_customer_waits_for_the_pending_gate_and_sees_its_memory(
+        monkeypatch):
+    web = fresh_web_service(monkeypatch)
+
+    async def scenario():
+        jev, memories, gates = SlowGate(), InMemoryMemories(), web.PendingGates()
+        first = await within(2, web.ask_with_memory_async(
+            my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates, ask=jev.ask),
+            "the reply of ask_with_memory_async() with its gate held (it must not wait for it)")
+        assert first.answers["team"].choice == "selfhosted_linux"
+        assert jev.gates_waiting == 1, "the reply must come back while its gate is pending"
+        second = asyncio.create_task(web.ask_with_memory_async(
+            my_ticket("C-1042", "T-902", "Backups fail."), ROUTE, memories, gates=gates,
+            ask=jev.ask))
+        await asyncio.sleep(0.3)
+        assert len(jev.routed) == 1 and not second.done(), (
+            "ask_with_memory_async() (notebook 9) recalled for C-1042 while C-1042's gate was "
+            "pending: PendingGates.take_turn() must make it wait")
+        jev.release.set()
+        await asyncio.wait_for(second, 2)
+        await gates.drain()
+        return jev, memories
+
+    jev, memories = asyncio.run(scenario())
+    assert memory_ids(jev.routed[1]) == ["T-901"], (
+        "the second ticket was routed without the first one's memory")
+    assert [m["request"]["ticket"]["id"] for m in memories.recall("C-1042")] == ["T-901", "T-902"]
+
+
+def test_another_customers_call_does_not_wait_for_a_slow_gate(monkeypatch):
+    web = fresh_web_service(monkeypatch)
+
+    async def scenario():
+        jev, memories, gates = SlowGate(), InMemoryMemories(), web.PendingGates()
+        await web.ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
+                                        gates=gates, ask=jev.ask)  # its gate never ends here
+        started = time.perf_counter()
+        await within(2, web.ask_with_memory_async(
+            my_ticket("C-2210", "T-902"), ROUTE, memories, gates=gates, ask=jev.ask),
+            "C-2210's call with C-1042's gate held (PendingGates must not make it wait)")
+        seconds = time.perf_counter() - started
+        jev.release.set()
+        await gates.drain()
+        return seconds
+
+    seconds = asyncio.run(scenario())
+    print(f"C-2210's reply with C-1042's gate held: {seconds * 1000:.1f} ms")
+    assert seconds < 1.0, "C-2210's call waited for C-1042's gate (PendingGates, notebook 9)"
+
+
+def test_a_failing_gate_leaves_the_reply_intact_and_is_logged_once_without_secrets(
+        monkeypatch, caplog):
+    web = fresh_web_service(monkeypatch, TYPESAFE_API_KEY=CANARY_KEY)
+    jev = SlowGate()
+
+    async def failing_gate(state, questions):
+        if "remember" in questions:
+            raise RuntimeError(f"HTTP 500 Authorization: Bearer {CANARY_KEY} from "
+                               f"postgresql://app:{CANARY_PASSWORD}@db.example/x\nsecond line")
+        return await jev.ask(state, questions)
+
+    async def scenario():
+        memories, gates = InMemoryMemories(), web.PendingGates()
+        reply = await web.ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
+                                                gates=gates, ask=failing_gate)
+        await gates.drain()
+        return reply, memories
+
+    with caplog.at_level(logging.ERROR, logger="memorybook.web_service"):
+        reply, memories = asyncio.run(scenario())
+    assert reply.answers["team"].choice == "selfhosted_linux"
+    assert memories.recall("C-1042") == []
+    records = [r for r in caplog.records if r.name == "memorybook.web_service"]
+    assert len(records) == 1, f"a failed gate must be logged once, not {len(records)} times"
+    message = records[0].getMessage()
+    assert "C-1042" in message and "T-901" in message, message
+    assert CANARY_KEY not in caplog.text and CANARY_PASSWORD not in caplog.text, caplog.text
+
+
+def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_logged(
+        monkeypatch, caplog):
+    with LoopbackSystemOne({}) as server:
+        web = fresh_web_service(monkeypatch, TYPESAFE_ENDPOINT=server.base_url)
+        jev = SlowGate()
+
+        async def made_up_route_real_gate(state, questions):
+            if "remember" in questions:  # the real gate: its memory is not in the recording
+                return await web.ask_async(state, questions)
+            return await jev.ask(state, questions)
+
+        async def scenario():
+            memories, gates = InMemoryMemories(), web.PendingGates()
+            reply = await web.ask_with_memory_async(
+                my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates,
+                ask=made_up_route_real_gate)
+            await gates.drain()
+            return reply, memories
+
+        with caplog.at_level(logging.ERROR, logger="memorybook.web_service"):
+            reply, memories = asyncio.run(scenario())
+        assert server.requests == [], "without a key, the async client sent a request"
+    assert reply.answers["team"].choice == "selfhosted_linux"
+    assert memories.recall("C-1042") == []
+    records = [r for r in caplog.records if r.name == "memorybook.web_service"]
+    assert len(records) == 1 and "RecordingMissError" in records[0].getMessage(), caplog.text
+
+
+def test_a_gate_that_times_out_leaves_the_reply_intact(monkeypatch, caplog, tmp_path):
+    with LoopbackSystemOne({}, failure="hang") as server:
+        web = fresh_web_service(
+            monkeypatch, TYPESAFE_API_KEY=CANARY_KEY, TYPESAFE_ENDPOINT=server.base_url,
+            MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(tmp_path / "new.json"),
+            MEMORYBOOK_TIMEOUT_SECONDS="1")
+        jev = SlowGate()
+
+        async def made_up_route_live_gate(state, questions):
+            if "remember" in questions:
+                return await web.ask_async(state, questions)
+            return await jev.ask(state, questions)
+
+        async def scenario():
+            memories, gates = InMemoryMemories(), web.PendingGates()
+            started = time.perf_counter()
+            reply = await web.ask_with_memory_async(
+                my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates,
+                ask=made_up_route_live_gate)
+            replied = time.perf_counter() - started
+            await gates.drain()
+            return reply, replied
+
+        with caplog.at_level(logging.ERROR, logger="memorybook.web_service"):
+            reply, replied = asyncio.run(scenario())
+    assert reply.answers["team"].choice == "selfhosted_linux" and replied < 0.5
+    records = [r for r in caplog.records if r.name == "memorybook.web_service"]
+    assert len(records) == 1 and "T-901" in records[0].getMessage(), caplog.text
+    assert CANARY_KEY not in caplog.text
+    assert not (tmp_path / "new.json").exists(), "a failed call was written to the recording"
+
+
+@contextlib.asynccontextmanager
+async def in_process(app):
+    async with LifespanManager(app) as running:
+        transport = httpx2.ASGITransport(app=running.app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://service") as http:
+            yield http
+
+
+def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothing(
+        monkeypatch, tmp_path):
+    with LoopbackSystemOne({}) as server:
+        web = fresh_web_service(monkeypatch, TYPESAFE_ENDPOINT=server.base_url)
+        app = web.create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+
+        async def scenario():
+            async with in_process(app) as http:
+                return [await http.post("/tickets", content=body) for body in (
+                    b"{not json", b"\xff\xfe", json.dumps({"ticket": {"id": "T-1"}}),
+                    json.dumps(["C-1042"]), json.dumps(my_ticket("C-1042", "T-999")))]
+
+        answers = asyncio.run(scenario())
+        assert server.requests == [], "the service sent a request without a key"
+    for answer in answers[:4]:
+        assert answer.status_code == 422, answer.text
+        detail = answer.json()["detail"]
+        assert isinstance(detail, str) and "\n" not in detail and detail, detail
+    assert "not JSON" in answers[0].json()["detail"]
+    assert "customer.id" in answers[2].json()["detail"]
+    missed = answers[4]
+    assert missed.status_code == 503, missed.text
+    body = missed.json()
+    assert "T-999" in body["detail"] and "Nothing was sent" in body["detail"], body
+    assert body["likely_causes"] and "TYPESAFE_API_KEY" in body["how_to_record"], body
+
+
+def test_the_service_returns_the_routing_response_before_the_gate_and_memories_after_it(
+        monkeypatch, tmp_path):
+    web = fresh_web_service(monkeypatch)
+    jev = SlowGate()
+    app = web.create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=jev.ask)
+
+    async def scenario():
+        async with in_process(app) as http:
+            routed = await within(2, http.post("/tickets", json=my_ticket("C-1042", "T-901")),
+                                  "POST /tickets with its gate held")
+            assert jev.gates_waiting == 1, "POST /tickets waited for the gate"
+            listing = asyncio.create_task(http.get("/customers/C-1042/memories"))
+            await asyncio.sleep(0.2)
+            assert not listing.done(), "GET memories answered before the pending gate ended"
+            jev.release.set()
+            listed = await asyncio.wait_for(listing, 2)
+            erased = await http.delete("/customers/C-1042/memories")
+            after = await http.get("/customers/C-1042/memories")
+            return routed, listed, erased, after
+
+    routed, listed, erased, after = asyncio.run(scenario())
+    assert routed.status_code == 200 and routed.json()["answers"]["team"]["choice"] == (
+        "selfhosted_linux")
+    assert routed.json()["model"] == "made-up"
+    assert listed.json()["customer_id"] == "C-1042"
+    assert [m["request"]["ticket"]["id"] for m in listed.json()["memories"]] == ["T-901"]
+    assert erased.json() == {"erased": 1}
+    assert after.json()["memories"] == []
+
+
+def test_the_apps_shutdown_saves_the_pending_gates(monkeypatch, tmp_path):
+    from memorybook.store import open_store
+
+    web = fresh_web_service(monkeypatch)
+    jev = SlowGate()
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    app = web.create_app(url, ask=jev.ask)
+
+    async def scenario():
+        async with in_process(app) as http:
+            await http.post("/tickets", json=my_ticket("C-1042", "T-901"))
+            asyncio.get_running_loop().call_later(0.3, jev.release.set)
+        # the block's end is the app's shutdown: it waited for the gate
+
+    asyncio.run(scenario())
+    with open_store(url) as store:
+        assert [m["request"]["ticket"]["id"] for m in store.recall("C-1042")] == ["T-901"], (
+            "create_app()'s lifespan must drain the pending gates before closing the store")
+
+
+# -- the service as a process: uvicorn, and `make serve` ------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def seconds_until_it_answers(port: int, process: subprocess.Popen, limit: float) -> float:
+    """Poll GET /customers/C-0/memories until it answers 200; fail after `limit` s."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        if process.poll() is not None:
+            pytest.fail(f"the service exited ({process.returncode}): {process.communicate()}")
+        with contextlib.suppress(httpx2.TransportError):
+            if httpx2.get(f"http://127.0.0.1:{port}/customers/C-0/memories",
+                          timeout=1).status_code == 200:
+                return time.monotonic() - started
+        time.sleep(0.05)
+    pytest.fail(f"the service did not answer within {limit} s of starting")
+
+
+def stop_for_good(process: subprocess.Popen) -> None:
+    """Kill what is left of a process this test started, and its children."""
+    if process.poll() is None:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        process.kill()
+    process.communicate()
+
+
+def test_sigterm_with_gates_pending_saves_them(tmp_path):
+    from memorybook.store import open_store
+
+    store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    port = free_port()
+    with LoopbackSystemOne(RECORDING_PATH, latency=1.0) as server:
+        env = live_env(server.base_url, None, CANARY_KEY, tmp_path / "new.json",
+                       MEMORYBOOK_STORE_URL=store_url)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "memorybook.web_service:app", "--host",
+             "127.0.0.1", "--port", str(port)],
+            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            seconds_until_it_answers(port, process, 60)
+            routed = httpx2.post(f"http://127.0.0.1:{port}/tickets", json=EARLIER[0], timeout=30)
+            assert routed.status_code == 200, routed.text
+            process.send_signal(signal.SIGTERM)
+            statuses = [r["status"] for r in server.requests]  # the gate's: not answered yet
+            gate_pending = statuses[0] == 200 and statuses[1:] in ([], [None])
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            stop_for_good(process)
+    assert gate_pending, f"the gate was not pending at SIGTERM: {server.requests}"
+    # uvicorn shuts down gracefully, then ends by the signal it caught, as its default would
+    assert process.returncode in (0, -signal.SIGTERM), stderr
+    assert "Application shutdown complete" in stderr, stderr
+    assert CANARY_KEY not in stderr
+    with open_store(store_url) as store:
+        saved = [m["request"]["ticket"]["id"] for m in store.recall("C-1042")]
+    assert saved == ["T-101"], (
+        "uvicorn's SIGTERM must let create_app()'s lifespan drain the pending gate and save it")
+
+
+def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_running(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("TYPESAFE_API_KEY", "MAKEFLAGS")}
+    env.update(PORT=str(port), MEMORYBOOK_STORE_URL=f"sqlite:///{tmp_path / 's.sqlite3'}")
+    process = subprocess.Popen(["make", "--no-print-directory", "serve"], cwd=REPO_ROOT,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)  # its own group, as a shell's
+    try:
+        seconds = seconds_until_it_answers(port, process, 5)
+        print(f"make serve answered after {seconds:.2f} s")
+        group = [process.pid] + [p.pid for p in psutil.Process(process.pid).children(True)]
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole group
+        process.communicate(timeout=30)
+    finally:
+        stop_for_good(process)
+    left = [pid for pid in group if psutil.pid_exists(pid)
+            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert left == [], f"still running after Ctrl-C of make serve: {left}"
+    with contextlib.suppress(httpx2.TransportError):
+        httpx2.get(f"http://127.0.0.1:{port}/customers/C-0/memories", timeout=1)
+        pytest.fail("something still answers on the port after Ctrl-C")
