@@ -42,9 +42,11 @@ class PendingGates:
     """Each customer's calls, in order: a call starts once the customer's earlier calls
     have finished their gates. Other customers' calls never wait for them."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns=None) -> None:
+        self.turns = turns  # CustomerTurns, where processes share a PostgreSQL store
         self._last: dict[str, asyncio.Future] = {}  # customer -> their latest call's end
         self._running: set[asyncio.Task] = set()
+        self._held: dict[asyncio.Future, object] = {}  # a call's end -> its Turn
 
     def take_turn(self, customer: str) -> tuple[asyncio.Future | None, asyncio.Future]:
         """(the end of this customer's previous call or None, the end of this call)."""
@@ -52,11 +54,19 @@ class PendingGates:
         previous, self._last[customer] = self._last.get(customer), done
         return previous, done
 
+    async def hold(self, customer: str, done: asyncio.Future) -> None:
+        """Take the customer's turn across processes too, where `turns` is set."""
+        if self.turns is not None:
+            turn = self._held[done] = self.turns.take(customer)
+            await asyncio.to_thread(turn.wait)
+
     def end_turn(self, customer: str, done: asyncio.Future, after=None) -> None:
         """End a call's turn, or, with `after`, once that earlier turn has ended."""
         if after is not None and not after.done():
             after.add_done_callback(lambda _: self.end_turn(customer, done))
             return
+        if (turn := self._held.pop(done, None)) is not None:
+            turn.give_back()
         if not done.done():
             done.set_result(None)
         if self._last.get(customer) is done:
@@ -110,6 +120,7 @@ async def ask_with_memory_async(state: dict, questions: dict, memories=MEMORIES,
     try:
         if previous is not None:
             await asyncio.shield(previous)
+        await gates.hold(customer, done)
         recalled = await asyncio.to_thread(memories.recall, customer)
         response = await ask(state_with_memories(state, recalled), questions)
     except BaseException:
@@ -188,29 +199,36 @@ async def reconcile_async(route, customers=tuple(CUSTOMERS)) -> list[dict]:
 
 
 import contextlib
+import os
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from memorybook.memory_system import MissingCustomerIdError
 from memorybook.replay import RecordingMissError
-from memorybook.store import open_store
+from memorybook.store import STORE_URL_ENV, open_store
+from memorybook.store.turns import CustomerTurns
 
 
 def create_app(store_url: str | None = None, *, ask=ask_async) -> FastAPI:
     """The memory service. Its store is opened at startup (`store_url`, else
     $MEMORYBOOK_STORE_URL, else the SQLite default) and closed at shutdown, after the
-    pending gates. `ask` is what asks Jev: a stand-in, in a unit test."""
+    pending gates. On PostgreSQL, each customer's turn is held across processes too.
+    `ask` is what asks Jev: a stand-in, in a unit test."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.memories = await asyncio.to_thread(open_store, store_url)
-        app.state.gates = PendingGates()
+        url = store_url or os.environ.get(STORE_URL_ENV) or ""
+        shared = url.lower().startswith(("postgresql:", "postgres:"))
+        app.state.memories = await asyncio.to_thread(open_store, url or None)
+        app.state.gates = PendingGates(CustomerTurns(url) if shared else None)
         try:
             yield
         finally:
             await app.state.gates.drain()
             await asyncio.to_thread(app.state.memories.close)
+            if shared:
+                await asyncio.to_thread(app.state.gates.turns.close)
 
     app = FastAPI(title="Jev memory service", lifespan=lifespan)
 

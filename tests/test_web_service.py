@@ -245,11 +245,31 @@ def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothi
     assert body["likely_causes"] and "TYPESAFE_API_KEY" in body["how_to_record"], body
 
 
+@contextlib.contextmanager
+def fresh_store_url(backend: str, tmp_path, monkeypatch):
+    """A new, empty store's URL: a SQLite file, or a schema on the test PostgreSQL server."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.sqlite3'}"
+        return
+    from tests.helpers import new_key
+    from tests.store.conftest import PostgresBackend
+
+    monkeypatch.setenv("MEMORYBOOK_STORE_KEY", new_key())
+    with PostgresBackend.fresh(tmp_path) as fresh:
+        yield fresh.url
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_the_service_returns_the_routing_response_before_the_gate_and_memories_after_it(
-        monkeypatch, tmp_path):
+        monkeypatch, tmp_path, backend):
+    with fresh_store_url(backend, tmp_path, monkeypatch) as url:
+        service_answers_before_the_gate(monkeypatch, url)
+
+
+def service_answers_before_the_gate(monkeypatch, url: str) -> None:
     web = fresh_web_service(monkeypatch)
     jev = SlowGate()
-    app = web.create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=jev.ask)
+    app = web.create_app(url, ask=jev.ask)
 
     async def scenario():
         async with in_process(app) as http:
@@ -381,3 +401,73 @@ def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_runni
     with contextlib.suppress(httpx2.TransportError):
         httpx2.get(f"http://127.0.0.1:{port}/customers/C-0/memories", timeout=1)
         pytest.fail("something still answers on the port after Ctrl-C")
+
+
+# -- two service processes on one PostgreSQL store ------------------------------------------
+
+ONE_CALL_IN_A_PROCESS = """
+import asyncio, sys
+from memorybook.memory_system import MEMORY_KEY, ROUTE, ticket_state
+from memorybook.store import open_store
+from memorybook.store.turns import CustomerTurns
+from memorybook.web_service import MadeUpJev, PendingGates, ask_with_memory_async
+
+url, ticket, gate_seconds, across = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+seen = []
+
+
+def answers(state, questions):  # made up: every ticket kept, every route "general"
+    if "remember" in questions:
+        return {"remember": 0.9}
+    seen.append([m["request"]["ticket"]["id"] for m in state.get(MEMORY_KEY, [])])
+    return {"team": "general"}
+
+
+class SlowGate(MadeUpJev):
+    async def ask(self, state, questions):
+        if "remember" in questions:
+            await asyncio.sleep(gate_seconds)
+        return await super().ask(state, questions)
+
+
+async def main():
+    store = open_store(url)
+    gates = PendingGates(CustomerTurns(url) if across == "turns" else None)
+    state = ticket_state("C-1042", ticket, "2026-10-02", "Question", "We run Linux.")
+    await ask_with_memory_async(state, ROUTE, store, gates=gates, ask=SlowGate(answers).ask)
+    print("routed with", ",".join(seen[0]) or "none", flush=True)
+    await gates.drain()
+    if gates.turns is not None:
+        gates.turns.close()
+    store.close()
+
+
+asyncio.run(main())
+"""
+
+
+def test_two_processes_on_one_postgresql_store_keep_a_customers_order(tmp_path):
+    from tests.helpers import new_key, start_python
+    from tests.store.conftest import PostgresBackend
+
+    with PostgresBackend.fresh(tmp_path) as backend:
+        key = new_key()
+        first = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-901", "4", "turns",
+                             MEMORYBOOK_STORE_KEY=key)
+        second = None
+        try:
+            assert first.stdout.readline() == "routed with none\n", first.communicate()
+            # The first process's gate is pending for 4 s; the second asks for the customer now.
+            second = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-902", "0", "turns",
+                                  MEMORYBOOK_STORE_KEY=key)
+            routed, errors = second.communicate(timeout=60)
+            first.communicate(timeout=60)
+        finally:
+            for process in (first, second):
+                if process is not None:
+                    stop_for_good(process)
+        assert second.returncode == 0 and first.returncode == 0, errors
+        assert routed == "routed with T-901\n", (
+            "the second process recalled C-1042's memories before the first one's pending gate "
+            "had saved: PendingGates(CustomerTurns(url)) must hold the customer's turn across "
+            f"processes (memorybook/store/turns.py); it routed {routed!r}")
