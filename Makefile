@@ -126,11 +126,12 @@ record-calls: $(INSTALLED) ## The same calls and report as `make record`, withou
 accept-recording: $(INSTALLED) ## After review: the new recording replaces the committed one
 	$(BIN)/python -m tools.record --accept
 
-benchmark: $(INSTALLED) ## Time set-up, the notebooks and the test command, a live recording, the store
+benchmark: $(INSTALLED) ## Time set-up, the notebooks and tests, a live recording, the store, the service
 	$(BIN)/python -m benchmarks.setup_benchmark
 	$(BIN)/python -m benchmarks.collection_benchmark
 	$(BIN)/python -m benchmarks.live_recording_benchmark
 	$(BIN)/python -m benchmarks.store_benchmark
+	$(BIN)/python -m benchmarks.service_benchmark
 
 # Notebook 9's app, on this machine only. `PORT=8080 make serve` picks another port.
 PORT ?= 8000

@@ -471,3 +471,22 @@ def test_two_processes_on_one_postgresql_store_keep_a_customers_order(tmp_path):
             "the second process recalled C-1042's memories before the first one's pending gate "
             "had saved: PendingGates(CustomerTurns(url)) must hold the customer's turn across "
             f"processes (memorybook/store/turns.py); it routed {routed!r}")
+
+
+def test_notebook_9_without_a_key_sends_nothing(monkeypatch):
+    import nbclient
+    import nbformat
+
+    path = REPO_ROOT / "notebooks" / "09_memory_in_a_web_service.ipynb"
+    with LoopbackSystemOne({}) as server:
+        for name in ("TYPESAFE_API_KEY", "MEMORYBOOK_USAGE_LOG", "MEMORYBOOK_RECORDING"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("TYPESAFE_ENDPOINT", server.base_url)  # the kernel inherits it
+        notebook = nbformat.read(path, as_version=4)
+        nbclient.NotebookClient(notebook, timeout=120,
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+        assert server.requests == [], (
+            f"notebook 9 sent {len(server.requests)} requests without a key")
+    printed = "".join(output.get("text", "") for cell in notebook.cells
+                      if cell.cell_type == "code" for output in cell.outputs)
+    assert printed.count("6/6 with memory") == 2 and "503 " in printed, printed
