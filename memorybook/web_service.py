@@ -44,7 +44,7 @@ class PendingGates:
 
     def __init__(self, turns=None) -> None:
         self.turns = turns  # CustomerTurns, where processes share a PostgreSQL store
-        self._last: dict[str, asyncio.Future] = {}  # customer -> their latest call's end
+        self._last: dict[str, asyncio.Future] = {}  # customer -> last call's end
         self._running: set[asyncio.Task] = set()
         self._held: dict[asyncio.Future, object] = {}  # a call's end -> its Turn
 
@@ -132,7 +132,7 @@ async def ask_with_memory_async(state: dict, questions: dict, memories=MEMORIES,
 
 
 async def keep_if_worth_it(state, questions, response, memories, ask) -> bool:
-    """The gate for one reply: save its memory if it passes. A failure is logged once."""
+    """The gate for one reply: save its memory if it passes; log a failure, once."""
     memory = as_memory(state, questions, response)
     customer = customer_id(state)
     try:
@@ -142,8 +142,8 @@ async def keep_if_worth_it(state, questions, response, memories, ask) -> bool:
     except Exception as error:  # the reply has gone: log it, keep the service up
         ticket = (state.get("ticket") or {}).get("id", "without an id")
         first_line = (str(error).splitlines() or [""])[0]
-        log.error(redact(f"gate for customer {customer}, ticket {ticket} failed, nothing "
-                         f"saved: {type(error).__name__}: {first_line}"))
+        log.error(redact(f"gate for customer {customer}, ticket {ticket} failed, "
+                         f"nothing saved: {type(error).__name__}: {first_line}"))
     return False
 
 
@@ -175,8 +175,10 @@ async def in_order_per_customer(route, states) -> list:
 async def reconcile_async(route, customers=tuple(CUSTOMERS)) -> list[dict]:
     """reconcile() with memory through `route(state) -> SystemOneResponse`, after the
     five earlier tickets through it; print the table and the totals, return its rows."""
-    await in_order_per_customer(route, [s for s in EARLIER if customer_id(s) in customers])
-    later = [later_state(c, i) for c in customers for i in range(len(DATA["later_messages"]))]
+    earlier = [state for state in EARLIER if customer_id(state) in customers]
+    await in_order_per_customer(route, earlier)
+    messages = range(len(DATA["later_messages"]))
+    later = [later_state(customer, i) for customer in customers for i in messages]
     plain = await asyncio.gather(*(ask_async(state, ROUTE) for state in later))
     remembered = await in_order_per_customer(route, later)
     print(f"{'customer':<9}{'message':<17}{'expected':<20}{'plain Jev':<27}"
@@ -285,8 +287,8 @@ class MadeUpJev:
         answers = {}
         for question_id, value in self.answer(state, questions).items():
             if isinstance(value, str):
-                answers[question_id] = {"type": "choice", "choice": value, "confidence": 1.0,
-                                        "probabilities": {value: 1.0}}
+                answers[question_id] = dict(type="choice", choice=value, confidence=1.0,
+                                            probabilities={value: 1.0})
             else:
                 answers[question_id] = {"type": "noul", "noul": float(value)}
         usage = {"input_tokens": 0, "output_tokens": 0}

@@ -495,4 +495,4 @@ def test_notebook_9_without_a_key_sends_nothing(monkeypatch):
             f"notebook 9 sent {len(server.requests)} requests without a key")
     printed = "".join(output.get("text", "") for cell in notebook.cells
                       if cell.cell_type == "code" for output in cell.outputs)
-    assert printed.count("6/6 with memory") == 2 and "503 " in printed, printed
+    assert printed.count("6/6 with memory") == 2 and "422 " in printed, printed
