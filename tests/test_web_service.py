@@ -479,15 +479,20 @@ def test_two_processes_on_one_postgresql_store_keep_a_customers_order(tmp_path):
             f"processes (memorybook/store/turns.py); it routed {routed!r}")
 
 
-def test_notebook_9_without_a_key_sends_nothing(monkeypatch):
+def test_notebook_9_without_a_key_sends_nothing(monkeypatch, tmp_path):
     import nbclient
     import nbformat
 
-    path = REPO_ROOT / "notebooks" / "09_memory_in_a_web_service.ipynb"
+    from tests.helpers import copy_of_the_collection
+
+    # A copy, whose .memorybook/ store files are its own: nbval runs notebook 9 meanwhile.
+    copy = copy_of_the_collection(tmp_path)
+    path = copy / "notebooks" / "09_memory_in_a_web_service.ipynb"
     with LoopbackSystemOne({}) as server:
         for name in ("TYPESAFE_API_KEY", "MEMORYBOOK_USAGE_LOG", "MEMORYBOOK_RECORDING"):
             monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("TYPESAFE_ENDPOINT", server.base_url)  # the kernel inherits it
+        monkeypatch.setenv("PYTHONPATH", str(copy))  # the kernel imports the copy
+        monkeypatch.setenv("TYPESAFE_ENDPOINT", server.base_url)  # and inherits this
         notebook = nbformat.read(path, as_version=4)
         nbclient.NotebookClient(notebook, timeout=120,
                                 resources={"metadata": {"path": str(path.parent)}}).execute()
