@@ -121,6 +121,46 @@ def test_another_customers_call_does_not_wait_for_a_slow_gate(monkeypatch):
     assert seconds < 1.0, "C-2210's call waited for C-1042's gate (PendingGates, notebook 9)"
 
 
+class SlowStore(InMemoryMemories):
+    """In-memory memories whose every call takes 0.3 s, as a slow database's would."""
+
+    def recall(self, customer_id: str) -> list[dict]:
+        time.sleep(0.3)
+        return super().recall(customer_id)
+
+    def save(self, customer_id: str, memory: dict) -> list[dict]:
+        time.sleep(0.3)
+        return super().save(customer_id, memory)
+
+
+def test_store_calls_never_block_the_event_loop(monkeypatch):
+    web = fresh_web_service(monkeypatch)
+
+    async def scenario():
+        jev, memories, gates = SlowGate(), SlowStore(), web.PendingGates()
+        jev.release.set()
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        await web.ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
+                                        gates=gates, ask=jev.ask)
+        await gates.drain()  # a recall and a save: 0.6 s in the store
+        ticker.cancel()
+        return ticks, memories
+
+    ticks, memories = asyncio.run(scenario())
+    assert [m["request"]["ticket"]["id"] for m in memories.recall("C-1042")] == ["T-901"]
+    assert ticks >= 10, (
+        f"the event loop ran {ticks} times in 0.6 s of store calls: ask_with_memory_async() "
+        "must call the store in a worker thread (asyncio.to_thread), not on the loop")
+
+
 def test_a_failing_gate_leaves_the_reply_intact_and_is_logged_once_without_secrets(
         monkeypatch, caplog):
     web = fresh_web_service(monkeypatch, TYPESAFE_API_KEY=CANARY_KEY)
