@@ -15,7 +15,8 @@ import json
 
 from typesafe_sdk import SystemOneResponse
 
-from memorybook.config import timeout_seconds
+from memorybook.config import TIMEOUT_ENV, timeout_seconds
+from memorybook.live import CallTimeoutError
 from memorybook.memory_system import TYPESAFE_MODEL, json_cache, request_json
 from memorybook.transport import AsyncClientOnFirstUse
 
@@ -25,10 +26,15 @@ async_client = AsyncClientOnFirstUse()  # replay only without a key, as notebook
 @json_cache  # notebook 1's cache: the same function name, so the same keys
 async def _system_one(model: str, state: str, questions: str) -> dict:
     """One System One request, awaited; the cache calls it only for answers it lacks."""
-    async with asyncio.timeout(timeout_seconds()):  # the whole call, retries included
-        response = await async_client.system_one(
-            state=json.loads(state), questions=json.loads(questions), model=model
-        )
+    seconds = timeout_seconds()
+    try:
+        async with asyncio.timeout(seconds):  # the whole call, retries included
+            response = await async_client.system_one(
+                state=json.loads(state), questions=json.loads(questions), model=model
+            )
+    except TimeoutError:
+        raise CallTimeoutError(f"no answer within {seconds:g} s, the whole call's time "
+                               f"({TIMEOUT_ENV}), retries included") from None
     return response.model_dump(mode="json")
 
 
@@ -96,6 +102,9 @@ GATES = PendingGates()
 
 import logging
 
+from typesafe_sdk import TypeSafeError
+
+from memorybook.live import describe_api_failure
 from memorybook.memory_system import (
     GATE,
     MEMORIES,
@@ -141,9 +150,10 @@ async def keep_if_worth_it(state, questions, response, memories, ask) -> bool:
             return True
     except Exception as error:  # the reply has gone: log it, keep the service up
         ticket = (state.get("ticket") or {}).get("id", "without an id")
-        first_line = (str(error).splitlines() or [""])[0]
+        why = (describe_api_failure(error) if isinstance(error, TypeSafeError) else
+               f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
         log.error(redact(f"gate for customer {customer}, ticket {ticket} failed, "
-                         f"nothing saved: {type(error).__name__}: {first_line}"))
+                         f"nothing saved: {why}"))
     return False
 
 

@@ -218,8 +218,11 @@ def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_log
     assert len(records) == 1 and "RecordingMissError" in records[0].getMessage(), caplog.text
 
 
-def test_a_gate_that_times_out_leaves_the_reply_intact(monkeypatch, caplog, tmp_path):
-    with LoopbackSystemOne({}, failure="hang") as server:
+@pytest.mark.parametrize("failure", ["hang", "server_error", "unauthorized"])
+def test_a_live_gate_that_times_out_or_fails_leaves_the_reply_intact(monkeypatch, caplog,
+                                                                     tmp_path, failure):
+    # echo_headers: every error answer repeats the request's headers, the key's among them
+    with LoopbackSystemOne({}, failure=failure, echo_headers=True) as server:
         web = fresh_web_service(
             monkeypatch, TYPESAFE_API_KEY=CANARY_KEY, TYPESAFE_ENDPOINT=server.base_url,
             MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(tmp_path / "new.json"),
