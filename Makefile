@@ -10,7 +10,7 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 .DEFAULT_GOAL := help
 .PHONY: help setup lock upgrade run test lab lint export pattern recording record record-calls \
 	record-dry-run \
-	accept-recording benchmark clean
+	accept-recording benchmark serve clean
 
 help: ## List the targets
 	@awk -F':.*## ' '/^[a-z-]+:.*## / { name[++n] = $$1; text[n] = $$2; \
@@ -126,11 +126,17 @@ record-calls: $(INSTALLED) ## The same calls and report as `make record`, withou
 accept-recording: $(INSTALLED) ## After review: the new recording replaces the committed one
 	$(BIN)/python -m tools.record --accept
 
-benchmark: $(INSTALLED) ## Time set-up, the notebooks and the test command, a live recording, the store
+benchmark: $(INSTALLED) ## Time set-up, the notebooks and tests, a live recording, the store, the service
 	$(BIN)/python -m benchmarks.setup_benchmark
 	$(BIN)/python -m benchmarks.collection_benchmark
 	$(BIN)/python -m benchmarks.live_recording_benchmark
 	$(BIN)/python -m benchmarks.store_benchmark
+	$(BIN)/python -m benchmarks.service_benchmark
+
+# Notebook 9's app, on this machine only. `PORT=8080 make serve` picks another port.
+PORT ?= 8000
+serve: $(INSTALLED) ## Run notebook 9's web service on 127.0.0.1:$PORT (8000); Ctrl-C saves pending gates
+	$(BIN)/uvicorn memorybook.web_service:app --host 127.0.0.1 --port $(PORT)
 
 clean: ## Remove .venv and every generated cache
 	rm -rf $(VENV) build .pytest_cache .ruff_cache *.egg-info

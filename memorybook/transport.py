@@ -17,15 +17,17 @@ the SDK's own transport does not have:
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import os
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 
 import httpx2
-from typesafe_sdk import RetryPolicy, TypeSafeClient
+from typesafe_sdk import AsyncTypeSafeClient, RetryPolicy, TypeSafeClient
 
 from memorybook.api_errors import (
     AnswerRefusedError,
@@ -85,6 +87,59 @@ class ClientOnFirstUse:
             if self._client is None:
                 self._client = collection_client()
         return getattr(self._client, name)
+
+
+def async_collection_client() -> AsyncTypeSafeClient:
+    """`collection_client()` for asyncio: the same settings and the same transport, whose
+    work (replay-only refusals, or a live call within its limits) runs in a worker thread."""
+    return AsyncTypeSafeClient(
+        api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
+        base_url=os.environ.get(ENDPOINT_ENV) or None,
+        timeout=timeout_seconds(),
+        retry=RetryPolicy(timeout=min(timeout_seconds(), RetryPolicy().timeout)),
+        transport=InWorkerThread(collection_transport()),
+    )
+
+
+class AsyncClientOnFirstUse:
+    """`async_collection_client()`, made when it is first used, like `ClientOnFirstUse`."""
+
+    def __init__(self) -> None:
+        self._client: AsyncTypeSafeClient | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        with self._lock:
+            if self._client is None:
+                self._client = async_collection_client()
+        return getattr(self._client, name)
+
+
+class InWorkerThread(httpx2.AsyncBaseTransport):
+    """An asyncio transport that hands each request to a synchronous one in a thread of its own,
+    so that the event loop never waits on it. A new thread for each attempt gives it the live
+    transport's limits afresh; the whole call's time limit is then the caller's to keep (the
+    async wrapper's `asyncio.timeout`)."""
+
+    def __init__(self, transport: httpx2.BaseTransport) -> None:
+        self.transport = transport
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        await request.aread()
+        thread = ThreadPoolExecutor(1, thread_name_prefix="memorybook-async-attempt")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(thread, self._send, request)
+        finally:
+            thread.shutdown(wait=False)  # a cancelled call does not wait for its thread
+
+    def _send(self, request: httpx2.Request) -> httpx2.Response:
+        response = self.transport.handle_request(request)
+        content = response.read()
+        return httpx2.Response(response.status_code, headers=response.headers, content=content,
+                               extensions=response.extensions)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.transport.close)
 
 
 def collection_transport() -> httpx2.BaseTransport:

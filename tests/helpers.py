@@ -108,6 +108,13 @@ def fresh_module(monkeypatch, name: str) -> ModuleType:
     return module
 
 
+def fresh_web_service(monkeypatch, **env: str) -> ModuleType:
+    """Notebook 9's module loaded anew on a fresh_memory_system(**env): its async client,
+    cache and gates are its own, made from `env` at their first use."""
+    fresh_memory_system(monkeypatch, **env)
+    return fresh_module(monkeypatch, "memorybook.web_service")
+
+
 def live_memory_system(monkeypatch, base_url: str, key: str, recording: Path,
                        **extra: str) -> ModuleType:
     """fresh_memory_system() live against a loopback server, recording into `recording`: what

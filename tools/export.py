@@ -101,7 +101,7 @@ def public_names(code: str) -> list[str]:
     assigned names, in order, without the underscored ones and without what it imports."""
     names = []
     for node in ast.parse(code).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.append(node.name)
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]

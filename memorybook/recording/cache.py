@@ -10,8 +10,10 @@ cooksafe would rewrite the file in place.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
+import inspect
 import json
 import os
 import threading
@@ -52,6 +54,7 @@ def system_one_request(args: tuple, kwargs: dict) -> tuple[str, str, str] | None
 
 
 FROM_THE_ENVIRONMENT = object()  # a setting read from the environment when it is first needed
+_NOT_HELD = object()  # what a lookup returns for a key the recording does not hold
 
 
 class CheckedJsonCache(JsonCache):
@@ -106,24 +109,53 @@ class CheckedJsonCache(JsonCache):
         self._lookup_listeners.append(listener)
 
     def __call__(self, fn: Callable) -> Callable:
+        """Cache `fn`. A coroutine function is cached under the same keys, with the file read
+        and written in a worker thread, so that the event loop never waits on the disk."""
+        if inspect.iscoroutinefunction(fn):
+            return self._cached_async(fn)
+
         @functools.wraps(fn)
         def checked(*args, **kwargs):
             key = cooksafe_key(fn.__name__, args, kwargs)
             request = system_one_request(args, kwargs)
-            if request is not None:
-                self._note_lookup(key, request)
-            if key in self._entries:
-                entry = self._entries[key]
-                if request is not None:
-                    check_answer(entry, request, key=key, path=self.path)
-            else:
-                entry = fn(*args, **kwargs)
-                if request is not None:  # a live answer: checked before it is kept
-                    check_answer(entry, request, key=key, path=self.path)
-                self._keep(key, entry)
-            return json.loads(json.dumps(entry))  # the caller's copy, as cooksafe hands out
+            found = self._look_up(key, request)
+            if found is _NOT_HELD:
+                found = self._checked_and_kept(key, request, fn(*args, **kwargs))
+            return found
 
         return checked
+
+    def _cached_async(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        async def checked(*args, **kwargs):
+            key = cooksafe_key(fn.__name__, args, kwargs)
+            request = system_one_request(args, kwargs)
+            found = await asyncio.to_thread(self._look_up, key, request)
+            if found is _NOT_HELD:
+                entry = await fn(*args, **kwargs)
+                found = await asyncio.to_thread(self._checked_and_kept, key, request, entry)
+            return found
+
+        return checked
+
+    def _look_up(self, key: str, request: tuple[str, str, str] | None) -> object:
+        """The caller's copy of the checked entry under `key`, else _NOT_HELD."""
+        if request is not None:
+            self._note_lookup(key, request)
+        if key not in self._entries:
+            return _NOT_HELD
+        entry = self._entries[key]
+        if request is not None:
+            check_answer(entry, request, key=key, path=self.path)
+        return json.loads(json.dumps(entry))  # the caller's copy, as cooksafe hands out
+
+    def _checked_and_kept(self, key: str, request: tuple[str, str, str] | None,
+                          entry: object) -> object:
+        """A live answer, checked before it is kept; the caller's copy of it."""
+        if request is not None:
+            check_answer(entry, request, key=key, path=self.path)
+        self._keep(key, entry)
+        return json.loads(json.dumps(entry))
 
     def _note_lookup(self, key: str, request: tuple[str, str, str]) -> None:
         if self.usage_log is not None:
