@@ -10,13 +10,14 @@ __all__ = [
 ]
 
 
+# notebooks/09_memory_in_a_web_service.ipynb, cell 3
 import asyncio
 import json
 
 from typesafe_sdk import SystemOneResponse
 
 from memorybook.config import TIMEOUT_ENV, timeout_seconds
-from memorybook.live import CallTimeoutError
+from memorybook.api_errors import CallTimeoutError
 from memorybook.memory_system import TYPESAFE_MODEL, json_cache, request_json
 from memorybook.transport import AsyncClientOnFirstUse
 
@@ -44,6 +45,7 @@ async def ask_async(state: dict, questions: dict) -> SystemOneResponse:
     return SystemOneResponse.model_validate(answer)
 
 
+# notebooks/09_memory_in_a_web_service.ipynb, cell 7
 class PendingGates:
     """Each customer's calls, in order: a call starts once the customer's earlier calls
     have finished their gates. Other customers' calls never wait for them."""
@@ -100,11 +102,12 @@ class PendingGates:
 GATES = PendingGates()
 
 
+# notebooks/09_memory_in_a_web_service.ipynb, cell 9
 import logging
 
 from typesafe_sdk import TypeSafeError
 
-from memorybook.live import describe_api_failure
+from memorybook.api_errors import describe_api_failure
 from memorybook.memory_system import (
     GATE,
     MEMORIES,
@@ -157,6 +160,7 @@ async def keep_if_worth_it(state, questions, response, memories, ask) -> bool:
     return False
 
 
+# notebooks/09_memory_in_a_web_service.ipynb, cell 11
 from memorybook.memory_system import (
     CUSTOMERS,
     DATA,
@@ -210,6 +214,7 @@ async def reconcile_async(route, customers=tuple(CUSTOMERS)) -> list[dict]:
     return rows
 
 
+# notebooks/09_memory_in_a_web_service.ipynb, cell 15
 import contextlib
 import os
 
@@ -281,6 +286,7 @@ def create_app(store_url: str | None = None, *, ask=ask_async) -> FastAPI:
 app = create_app()  # for uvicorn (`make serve`); it opens its store when it starts
 
 
+# notebooks/09_memory_in_a_web_service.ipynb, cell 23
 class MadeUpJev:
     """A stand-in for Jev in unit tests. `answer(state, questions)` returns, for each
     question id, the option chosen (a Choice) or the probability (a Noul): the test's
