@@ -187,6 +187,9 @@ def test_a_threshold_assigned_where_it_would_change_nothing_is_refused_saying_wh
     assert len(error.traceback) <= 2, "the message alone, not a traceback"
 
 
+IMPORTS_NOTEBOOK_1 = re.compile(r"^(from|import) memorybook\.memory_system\b", re.M)
+
+
 def first_error(notebook: nbformat.NotebookNode, folder: Path, cells: int):
     """Run the notebook's first `cells` code cells in a collection kernel working in `folder`;
     (index of the cell that failed, its error output), or None when none failed."""
@@ -207,12 +210,15 @@ def first_error(notebook: nbformat.NotebookNode, folder: Path, cells: int):
 @pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda path: path.name[:2])
 def test_a_threshold_assigned_in_the_cell_that_imports_notebook_1s_code_is_refused(path):
     notebook = nbformat.read(path, as_version=4)
-    first = next(cell for cell in notebook.cells if cell.cell_type == "code")
-    first.source += "\nREMEMBER_AT = 0.3"
-    failed = first_error(notebook, path.parent, cells=1)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    importing = next(number for number, cell in enumerate(code, start=1)
+                     if IMPORTS_NOTEBOOK_1.search(cell.source))
+    code[importing - 1].source += "\nREMEMBER_AT = 0.3"
+    failed = first_error(notebook, path.parent, cells=importing)
     assert failed is not None, (
-        f"REMEMBER_AT = 0.3 in {path.name}'s first cell ran and changed nothing: the kernel "
-        "set-up (dev/memorybook_dev/collection_kernel.py) must refuse it there too")
+        f"REMEMBER_AT = 0.3 in the cell of {path.name} that imports notebook 1's code ran and "
+        "changed nothing: the kernel set-up (dev/memorybook_dev/collection_kernel.py) must "
+        "refuse it there too")
     _, error = failed
     assert error.ename == "SettingHasNoEffectError", error
     assert "memorybook.memory_system.REMEMBER_AT = ..." in error.evalue
@@ -222,12 +228,15 @@ def test_a_threshold_assigned_in_the_cell_that_imports_notebook_1s_code_is_refus
 def test_a_threshold_set_in_a_cell_before_notebook_1s_code_is_imported_is_refused_there():
     notebook = nbformat.read(NOTEBOOKS[1], as_version=4)
     notebook.cells.insert(0, nbformat.v4.new_code_cell("REMEMBER_AT = 0.3"))
-    failed = first_error(notebook, NOTEBOOKS[1].parent, cells=2)
+    importing = next(number for number, cell in enumerate(
+        (cell for cell in notebook.cells if cell.cell_type == "code"), start=1)
+        if IMPORTS_NOTEBOOK_1.search(cell.source))
+    failed = first_error(notebook, NOTEBOOKS[1].parent, cells=importing)
     assert failed is not None, (
         "REMEMBER_AT = 0.3 in a cell before notebook 2's import changed nothing, silently: "
         "the cell that imports memorybook.memory_system must be refused, saying so")
     index, error = failed
-    assert notebook.cells[index].source.startswith("from memorybook.memory_system import"), (
+    assert IMPORTS_NOTEBOOK_1.search(notebook.cells[index].source), (
         "the cell refused must be the one that imports notebook 1's code")
     assert error.ename == "SettingHasNoEffectError", error
     assert "REMEMBER_AT in an earlier cell of this kernel would change nothing" in error.evalue
