@@ -61,57 +61,43 @@ _DECOMPRESSORS = {
 }
 
 
-def collection_client() -> TypeSafeClient:
-    """The client the collection uses in place of the pattern's: the same settings, read from
-    the environment, with `collection_transport()` and $MEMORYBOOK_TIMEOUT_SECONDS."""
-    return TypeSafeClient(
+def client_settings() -> dict:
+    """What the collection's clients, sync and async, are made with: the pattern's settings,
+    read from the environment, and $MEMORYBOOK_TIMEOUT_SECONDS for the whole call."""
+    return dict(
         api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
         base_url=os.environ.get(ENDPOINT_ENV) or None,  # None: the SDK's default endpoint
         timeout=timeout_seconds(),
         # The SDK waits for a retry only if the wait ends within the call's time.
         retry=RetryPolicy(timeout=min(timeout_seconds(), RetryPolicy().timeout)),
-        transport=collection_transport(),
     )
 
 
-class ClientOnFirstUse:
-    """`collection_client()`, made when it is first used: a module that holds one starts no
-    client, and reads no setting, when it is imported."""
-
-    def __init__(self) -> None:
-        self._client: TypeSafeClient | None = None
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str):
-        with self._lock:
-            if self._client is None:
-                self._client = collection_client()
-        return getattr(self._client, name)
+def collection_client() -> TypeSafeClient:
+    """The client the collection uses in place of the pattern's, with `collection_transport()`."""
+    return TypeSafeClient(**client_settings(), transport=collection_transport())
 
 
 def async_collection_client() -> AsyncTypeSafeClient:
     """`collection_client()` for asyncio: the same settings and the same transport, whose
     work (replay-only refusals, or a live call within its limits) runs in a worker thread."""
-    return AsyncTypeSafeClient(
-        api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
-        base_url=os.environ.get(ENDPOINT_ENV) or None,
-        timeout=timeout_seconds(),
-        retry=RetryPolicy(timeout=min(timeout_seconds(), RetryPolicy().timeout)),
-        transport=InWorkerThread(collection_transport()),
-    )
+    return AsyncTypeSafeClient(**client_settings(),
+                               transport=InWorkerThread(collection_transport()))
 
 
-class AsyncClientOnFirstUse:
-    """`async_collection_client()`, made when it is first used, like `ClientOnFirstUse`."""
+class ClientOnFirstUse:
+    """A client made by `make` (`collection_client()` unless told) when it is first used: a
+    module that holds one starts no client, and reads no setting, when it is imported."""
 
-    def __init__(self) -> None:
-        self._client: AsyncTypeSafeClient | None = None
+    def __init__(self, make=collection_client) -> None:
+        self._make = make
+        self._client = None
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str):
         with self._lock:
             if self._client is None:
-                self._client = async_collection_client()
+                self._client = self._make()
         return getattr(self._client, name)
 
 

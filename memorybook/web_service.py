@@ -19,9 +19,9 @@ from typesafe_sdk import SystemOneResponse
 from memorybook.config import TIMEOUT_ENV, timeout_seconds
 from memorybook.api_errors import CallTimeoutError
 from memorybook.memory_system import TYPESAFE_MODEL, json_cache, request_json
-from memorybook.transport import AsyncClientOnFirstUse
+from memorybook.transport import ClientOnFirstUse, async_collection_client
 
-async_client = AsyncClientOnFirstUse()  # replay only without a key, as notebook 1's
+async_client = ClientOnFirstUse(async_collection_client)  # replay only without a key
 
 
 @json_cache  # notebook 1's cache: the same function name, so the same keys
