@@ -136,7 +136,7 @@ benchmark: $(INSTALLED) ## Time set-up, the notebooks and tests, a live recordin
 # Notebook 9's app, on this machine only. `PORT=8080 make serve` picks another port.
 PORT ?= 8000
 serve: $(INSTALLED) ## Run notebook 9's web service on 127.0.0.1:$PORT (8000); Ctrl-C saves pending gates
-	$(BIN)/uvicorn memorybook.web_service:app --host 127.0.0.1 --port $(PORT)
+	$(BIN)/uvicorn --factory memorybook.service:create_app --host 127.0.0.1 --port $(PORT)
 
 clean: ## Remove .venv and every generated cache
 	rm -rf $(VENV) build .pytest_cache .ruff_cache *.egg-info

@@ -6,8 +6,8 @@ A loopback server (tools/loopback_server.py) answers every request after `--late
 (Jev's reported 0.43 s) with a synthetic answer, made up here and never Jev's: the team and the
 gate's probability follow from the ticket's number and how many memories the request carries, so
 a memory missed or reordered changes what comes back. Every call is live against it, with a key
-and endpoint set in this process's own environment and a temporary MEMORYBOOK_RECORDING (the
-committed recording is never read or written). Measured:
+and endpoint set in this process's own environment and no recording asked for (live mode, as a
+service in production: no recording is read or written). Measured:
 
 - reply latency, median and p95 over `--calls` calls, each for a new customer: plain `ask()`,
   the page's sequential wrapper `ask_with_memory()`, `ask_with_memory_async()` and
@@ -80,8 +80,16 @@ async def reply_latencies(calls: int, first_number: int) -> dict[str, list[float
     from asgi_lifespan import LifespanManager
     from httpx2 import ASGITransport, AsyncClient
 
-    from memorybook.memory_system import ROUTE, InMemoryMemories, ask, ask_with_memory
-    from memorybook.web_service import PendingGates, ask_with_memory_async, create_app
+    from memorybook import InMemoryMemories, Jev, PendingGates, ask_with_memory
+    from memorybook import ask_with_memory_async as wrapped_async
+    from memorybook.example import ROUTE
+    from memorybook.service import create_app
+
+    jev = Jev()  # live: a key, and no recording asked for
+    ask = jev.ask
+
+    def ask_with_memory_async(state, questions, memories, *, gates):
+        return wrapped_async(state, questions, memories, gates=gates, ask=jev.ask_async)
 
     numbers = iter(range(first_number, first_number + 4 * calls))
     results: dict[str, list[float]] = {name: [] for name in (
@@ -94,7 +102,8 @@ async def reply_latencies(calls: int, first_number: int) -> dict[str, list[float
         results[name].append(time.perf_counter() - started)
 
     memories, gates = InMemoryMemories(), PendingGates()
-    app = create_app(f"sqlite:///{Path(tempfile.mkdtemp()) / 'latency.sqlite3'}")
+    app = create_app(f"sqlite:///{Path(tempfile.mkdtemp()) / 'latency.sqlite3'}",
+                     ask=jev.ask_async)
     async with LifespanManager(app) as running:
         transport = ASGITransport(app=running.app)
         async with AsyncClient(transport=transport, base_url="http://service") as http:
@@ -104,7 +113,7 @@ async def reply_latencies(calls: int, first_number: int) -> dict[str, list[float
                 await timed("plain ask()", lambda s=plain: asyncio.to_thread(ask, s, ROUTE))
                 await timed("ask_with_memory(), the page's",
                             lambda s=page: asyncio.to_thread(ask_with_memory, s, ROUTE,
-                                                             memories))
+                                                             memories, ask=ask))
                 await timed("ask_with_memory_async()",
                             lambda s=wrapped: ask_with_memory_async(s, ROUTE, memories,
                                                                     gates=gates))
@@ -130,9 +139,11 @@ async def all_at_once(states: list[dict], through_service: bool) -> tuple[float,
     from asgi_lifespan import LifespanManager
     from httpx2 import ASGITransport, AsyncClient
 
-    from memorybook.memory_system import ROUTE, InMemoryMemories
-    from memorybook.web_service import PendingGates, ask_async, ask_with_memory_async, create_app
+    from memorybook import InMemoryMemories, Jev, PendingGates, ask_with_memory_async
+    from memorybook.example import ROUTE
+    from memorybook.service import create_app
 
+    ask_async = Jev().ask_async  # live: a key, and no recording asked for
     in_flight = asyncio.Semaphore(IN_FLIGHT)
 
     async def limited(request_state, questions):
@@ -173,11 +184,12 @@ async def all_at_once(states: list[dict], through_service: bool) -> tuple[float,
 
 def one_at_a_time(states: list[dict]) -> dict[str, list]:
     """The same tickets through the page's wrapper, one after the other."""
-    from memorybook.memory_system import ROUTE, InMemoryMemories, ask_with_memory
+    from memorybook import InMemoryMemories, Jev, ask_with_memory
+    from memorybook.example import ROUTE
 
-    memories = InMemoryMemories()
+    memories, ask = InMemoryMemories(), Jev().ask
     for request_state in sorted(states, key=lambda s: int(s["ticket"]["id"].split("-")[1])):
-        ask_with_memory(request_state, ROUTE, memories)
+        ask_with_memory(request_state, ROUTE, memories, ask=ask)
     return {c: ids(memories.recall(c)) for c in sorted({s["customer"]["id"] for s in states})}
 
 
@@ -187,15 +199,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=24)
     parser.add_argument("--customers", type=int, default=50)
     args = parser.parse_args()
-    scratch = Path(tempfile.mkdtemp(prefix="service-benchmark-"))
     with LoopbackSystemOne({}, latency=args.latency, answer_with=synthetic_answer,
                            max_requests=100_000, max_seconds=3600) as server:
-        # This process's own environment: live against the loopback server, into a scratch
-        # recording (the module's client and cache read these at their first use).
+        # This process's own environment: live against the loopback server, no recording (as a
+        # service in production: its Jev() objects read these when they are made).
         os.environ.update(TYPESAFE_API_KEY="benchmark", TYPESAFE_ENDPOINT=server.base_url,
-                          MEMORYBOOK_LIVE_IN_CI="1",
-                          MEMORYBOOK_RECORDING=str(scratch / "recording.json"))
-        for name in ("MEMORYBOOK_USAGE_LOG", "MEMORYBOOK_STORE_URL"):
+                          MEMORYBOOK_LIVE_IN_CI="1")
+        for name in ("MEMORYBOOK_USAGE_LOG", "MEMORYBOOK_STORE_URL", "MEMORYBOOK_RECORDING"):
             os.environ.pop(name, None)
         latencies = asyncio.run(reply_latencies(args.calls, 10_000))
         states = tickets_at_once(args.customers, 20_000)

@@ -17,26 +17,27 @@ from typesafe_sdk import (
 )
 
 from memorybook.config import API_KEY_ENV, ENDPOINT_ENV, TIMEOUT_ENV
+from memorybook.errors import MemorybookError
 from memorybook.redaction import redact
 
 
-class CallTimeoutError(TypeSafeError):
+class CallTimeoutError(MemorybookError, TypeSafeError):
     """A live call, its retries and the waits between them included, ran out of time."""
 
 
-class PlainHttpRefusedError(TypeSafeError):
+class PlainHttpRefusedError(MemorybookError, TypeSafeError):
     """A live call would have sent the API key over plain http to another machine."""
 
 
-class ProxySettingError(TypeSafeError):
+class ProxySettingError(MemorybookError, TypeSafeError):
     """A proxy set in the environment is of a kind the live client cannot send through."""
 
 
-class AnswerRefusedError(TypeSafeError):
+class AnswerRefusedError(MemorybookError, TypeSafeError):
     """A live call's answer was too long to read, or in an encoding that was not asked for."""
 
 
-class LiveCallFailed(RuntimeError):
+class LiveCallFailed(MemorybookError, RuntimeError):
     """A live call failed; the message says what to do, with every secret taken out."""
 
 

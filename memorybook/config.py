@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from memorybook.errors import MemorybookError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout; site-packages when installed
 RECORDING_FOLDER = REPO_ROOT / "json_cache"  # at the top of the collection, beside notebooks/
 RECORDING_PATH = RECORDING_FOLDER / "json_cache.json"
@@ -18,16 +20,18 @@ PROVENANCE_PATH = RECORDING_FOLDER / "provenance.json"
 # then puts both in place at once; the next read finishes (or undoes) an interrupted one.
 ACCEPTING_FOLDER_NAME = ".accepting"
 
+TYPESAFE_MODEL = "jev-1.14.0"  # pinned: the gate's threshold was tuned on this version
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
-RECORDED_REMEMBER_AT = 0.5  # the gate threshold of the recorded run
+REMEMBER_AT = 0.5  # the gate's threshold: the official page's, and the recorded run's
 DEFAULT_TIMEOUT_SECONDS = 120.0  # for the whole of a live call, retries included
 MAX_TIMEOUT_SECONDS = 86_400.0  # a day: longer ones overflow the clocks of sockets and threads
 
 # Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
 API_KEY_ENV = "TYPESAFE_API_KEY"
 ENDPOINT_ENV = "TYPESAFE_ENDPOINT"
-RECORDING_ENV = "MEMORYBOOK_RECORDING"  # another file than json_cache/json_cache.json
+RECORDING_ENV = "MEMORYBOOK_RECORDING"  # a recording asked for (an app's own, or another file)
+RECORD_MODE_ENV = "MEMORYBOOK_RECORD_MODE"  # replay, record or live (memorybook/jev.py)
 ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
 TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
@@ -36,7 +40,7 @@ ALLOW_PLAIN_HTTP_ENV = "MEMORYBOOK_ALLOW_PLAIN_HTTP"  # "1": send the key over h
 
 
 
-class ConfigError(ValueError):
+class ConfigError(MemorybookError, ValueError):
     """A setting or data file this project reads is unusable; the message names it and why."""
 
 
@@ -70,10 +74,13 @@ def recording_path() -> Path:
     return Path(override).resolve() if override else RECORDING_PATH
 
 
-def provenance_path() -> Path:
-    """provenance.json beside the recording in use, else the collection's."""
-    beside = recording_path().with_name("provenance.json")
-    return beside if beside.is_file() else PROVENANCE_PATH
+def provenance_path(recording: Path | None = None) -> Path:
+    """provenance.json beside `recording` (by default the one in use); beside the collection's
+    own recording, the collection's."""
+    recording = recording_path() if recording is None else recording
+    if recording.resolve() == RECORDING_PATH.resolve():
+        return PROVENANCE_PATH
+    return recording.with_name("provenance.json")
 
 
 def missing_recording_problem(path: Path) -> str | None:

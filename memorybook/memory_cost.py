@@ -1,20 +1,12 @@
-"""Generated from notebooks/08_memory_cost.ipynb by `python -m tools.export`.
-
-Edit the notebook's cells tagged `pattern` or `export`, not this file."""
-# ruff: noqa: E402, I001
-
-__all__ = [
-    "REPORTED_INPUT_TOKENS", "KEPT_WHEN_SELECTING", "request_bytes", "collection_requests",
-    "fit_tokens_per_byte", "shaped_like", "wrapped_call_bytes", "selecting_call_bytes",
-    "calls_to_pay", "usd_per_1000_calls",
-]
-
-
-# notebooks/08_memory_cost.ipynb, cell 3
+"""What memory costs: the input bytes of a wrapped call as a customer's memories grow, and the
+input cost, estimated from the recording's requests and the official run's reported tokens
+(notebook 8)."""
 import json
 
 from memorybook.config import input_cost_usd
-from memorybook.memory_system import CUSTOMERS, ROUTE, request_json, state_with_memories
+from memorybook.example import CUSTOMERS, ROUTE
+from memorybook.jev import request_json
+from memorybook.memory import state_with_memories
 from memorybook.next_steps import relevance_requests
 from memorybook.recording import recorded_requests
 
@@ -24,7 +16,6 @@ REPORTED_INPUT_TOKENS = (
 KEPT_WHEN_SELECTING = 2  # assumed: like C-1042, two memories bear on a ticket
 
 
-# notebooks/08_memory_cost.ipynb, cell 5
 def request_bytes(state: dict, questions: dict) -> int:
     """The size of a request: its state and questions JSON, exactly as ask() writes
     them."""
@@ -48,7 +39,6 @@ def fit_tokens_per_byte(requests: list[tuple[str, str]]) -> float:
     )
 
 
-# notebooks/08_memory_cost.ipynb, cell 9
 def shaped_like(examples: list[dict], n: int, customer: str) -> list[dict]:
     """n memories of one customer: the example memories in turn, each under its own
     ticket id."""

@@ -1,68 +1,54 @@
-"""Generated from notebooks/07_next_steps.ipynb by `python -m tools.export`.
+"""The official page's next steps, built and measured in notebook 7: send only the relevant
+memories, replace an outdated memory, remember the app's reply, and pick the gate's threshold
+from labelled examples.
 
-Edit the notebook's cells tagged `pattern` or `export`, not this file."""
-# ruff: noqa: E402, I001
+Their questions (RELEVANT, SUPERSEDES) were never asked in the official run: their answers go to
+a recording of their own, json_cache/next_steps.json beside the collection's (never into it),
+recorded with a key and replayed without one (`next_steps_jev()`).
+"""
 
-__all__ = [
-    "NEXT_STEPS_RECORDING", "ask_next_step", "playground_link", "requests_markdown", "answers_note",
-    "RELEVANT", "RELEVANT_AT", "SEND_ALL_UP_TO", "relevance_requests", "relevant_memories",
-    "ask_with_relevant_memory", "SUPERSEDES", "SUPERSEDED_AT", "supersede_requests",
-    "save_replacing", "routing_reply", "with_reply", "gate_request_with_reply",
-    "ask_remembering_replies", "MISLEADING_COST", "MISSING_COST", "errors", "pick_threshold",
-    "held_out_check",
-]
+from __future__ import annotations
 
-
-# notebooks/07_next_steps.ipynb, cell 3
-import json
+import functools
 import os
 from collections.abc import Callable
 
 from cooksafe import make_playground_link
 from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
-import memorybook.memory_system
 from memorybook.config import (
     ENDPOINT_ENV,
+    REMEMBER_AT,
+    TYPESAFE_MODEL,
     recording_path,
     replay_only_reason,
     shown_path,
 )
-from memorybook.memory_system import (
+from memorybook.example import ROUTE
+from memorybook.jev import Jev
+from memorybook.memory import (
     GATE,
-    MEMORIES,
-    ROUTE,
-    TYPESAFE_MODEL,
     as_memory,
-    client,
     customer_id,
-    request_json,
     state_with_memories,
     ticket_id_of,
     worth_keeping,
 )
-from memorybook.recording import open_recording
 
-# The next steps' answers go to their own file beside the official recording, never
-# into it.
+# The next steps' answers go to their own file beside the official recording, never into it.
 NEXT_STEPS_RECORDING = recording_path().with_name("next_steps.json")
 
 
-@open_recording(NEXT_STEPS_RECORDING)
-def _system_one(model: str, state: str, questions: str) -> dict:
-    """Notebook 1's call, under its name, so that its answers are filed by the same
-    key scheme."""
-    response = client.system_one(
-        state=json.loads(state), questions=json.loads(questions), model=model
-    )
-    return response.model_dump(mode="json")
+@functools.cache
+def next_steps_jev() -> Jev:
+    """The Jev the next steps ask: on next_steps.json, recorded into with a key and replayed
+    without one; made at its first use."""
+    return Jev(NEXT_STEPS_RECORDING)
 
 
 def ask_next_step(state: dict, questions: dict) -> SystemOneResponse:
-    """ask(), but recorded into next_steps.json: live with a key, never in the
-    official file."""
-    answer = _system_one(TYPESAFE_MODEL, *request_json(state, questions))
-    return SystemOneResponse.model_validate(answer)
+    """ask(), but recorded into next_steps.json: live with a key, never in the official file."""
+    return next_steps_jev().ask(state, questions)
 
 
 def playground_link(state: dict, questions: dict) -> str:
@@ -96,7 +82,6 @@ def answers_note() -> str:
     )
 
 
-# notebooks/07_next_steps.ipynb, cell 9
 RELEVANT = {
     "relevant": Noul(
         instructions=(
@@ -146,7 +131,7 @@ def relevant_memories(
 
 
 def ask_with_relevant_memory(
-    state: dict, questions: dict, ask: Callable = ask_next_step, memories=MEMORIES
+    state: dict, questions: dict, memories, ask: Callable = ask_next_step
 ) -> SystemOneResponse:
     """ask_with_memory(), sending only the saved memories relevant to this ticket."""
     saved = relevant_memories(state, memories.recall(customer_id(state)), ask)
@@ -157,7 +142,6 @@ def ask_with_relevant_memory(
     return response
 
 
-# notebooks/07_next_steps.ipynb, cell 17
 SUPERSEDES = {
     "supersedes": Noul(
         instructions=(
@@ -211,7 +195,6 @@ def save_replacing(
     return forgotten
 
 
-# notebooks/07_next_steps.ipynb, cell 23
 def routing_reply(response: SystemOneResponse, memories_sent: list[dict]) -> str:
     """What the example app tells the customer once a ticket is routed: the team,
     unless the route may rest on a memory the routing request carried."""
@@ -246,9 +229,9 @@ def gate_request_with_reply(
 def ask_remembering_replies(
     state: dict,
     questions: dict,
+    memories,
     reply: Callable = routing_reply,
     ask: Callable = ask_next_step,
-    memories=MEMORIES,
 ) -> SystemOneResponse:
     """ask_with_memory(), where the gate judges the thread with the app's reply
     in it."""
@@ -260,7 +243,6 @@ def ask_remembering_replies(
     return response
 
 
-# notebooks/07_next_steps.ipynb, cell 31
 MISLEADING_COST = 2.0  # assumed: a memory that should not be there misroutes the rest
 MISSING_COST = 1.0  # a memory that is missing leaves plain Jev's answer
 
@@ -277,13 +259,14 @@ def pick_threshold(
     pairs: list[tuple[float, bool]],
     misleading_cost: float = MISLEADING_COST,
     missing_cost: float = MISSING_COST,
+    in_use: float = REMEMBER_AT,
 ) -> float:
     """The threshold with the lowest cost on labelled (probability, worth keeping)
     pairs.
 
     Candidates are 0, 1 and the midpoints between neighbouring probabilities; of equally
-    cheap ones, the closest to REMEMBER_AT wins, so the threshold moves only when the
-    data says so.
+    cheap ones, the closest to `in_use` (the threshold in use) wins, so the threshold moves only
+    when the data says so.
     """
     ps = sorted({p for p, _ in pairs})
     midpoints = (round((a + b) / 2, 4) for a, b in zip(ps, ps[1:], strict=False))
@@ -293,7 +276,6 @@ def pick_threshold(
         misleading, missing = errors(t, pairs)
         return misleading * misleading_cost + missing * missing_cost
 
-    in_use = memorybook.memory_system.REMEMBER_AT
     return min(candidates, key=lambda t: (cost(t), abs(t - in_use), t))
 
 

@@ -1,19 +1,18 @@
 """Replay-only calls: a client with no network behind it, and misses that explain themselves.
 
-Without a key (and always in CI) the collection's client (`memorybook.transport`) sends through
+In replay mode (memorybook/jev.py: no key, and always in CI) the SDK client sends through
 `ReplayOnlyTransport`. The SDK reaches a transport only when the recording had no answer, so
-every request this transport sees is a miss. It sends
-nothing; it raises `RecordingMissError`, which says which call missed, the most likely reason
-(found by comparing the call with the requests behind the recorded answers, and with the misses
-this process met before), a playground link to exactly that call, and how to record it.
+every request this transport sees is a miss. It sends nothing; it raises `RecordingMissError`,
+which says which call missed, the most likely reason (found by comparing the call with the
+requests behind the recorded answers, and with the misses this process met before), a
+playground link to exactly that call, and how to record it: into the collection's recording with
+`make record`, or into an app's own recording in record mode.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
@@ -21,7 +20,11 @@ from cooksafe import make_playground_link
 
 from memorybook.config import (
     API_KEY_ENV,
-    RECORDED_REMEMBER_AT,
+    RECORD_MODE_ENV,
+    RECORDING_ENV,
+    RECORDING_PATH,
+    REMEMBER_AT,
+    provenance_path,
     recording_path,
     shown_path,
 )
@@ -35,8 +38,9 @@ from memorybook.recording import (
     ticket_of,
 )
 
-# The one command that records the calls a recording lacks, named by every message about a miss
-# (the kernels', `make run`'s, `make record-dry-run`'s, a keyless `make record`'s, the rebuild's).
+# The one command that records the calls the collection's recording lacks, named by every
+# message about such a miss (the kernels', `make run`'s, `make record-dry-run`'s, a keyless
+# `make record`'s, the rebuild's).
 RECORD_COMMAND = f"{API_KEY_ENV}=... make record"
 RECORD_STEPS = f"`{RECORD_COMMAND}`, read its report, then `make accept-recording`"
 
@@ -51,12 +55,31 @@ class RecordingMissError(RecordingError):
     def __init__(self, summary: str, reasons: list[str], link: str, how_to_record: str,
                  call: str = "", request: dict | None = None) -> None:
         self.summary, self.reasons, self.link, self.how_to_record, self.call = (
-            summary, reasons, link, how_to_record, call)
+            summary, list(reasons), link, how_to_record, call)
         self.request = request or {}
-        super().__init__("\n".join([
-            summary, *(f"- {reason}" for reason in reasons), how_to_record,
-            f"Ask Jev this exact call in the TypeSafe playground: {link}",
-        ]))
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        return "\n".join([
+            self.summary, *(f"- {reason}" for reason in self.reasons), self.how_to_record,
+            f"Ask Jev this exact call in the TypeSafe playground: {self.link}",
+        ])
+
+    def name_threshold(self, remember_at: float) -> None:
+        """Put first among the likely causes the gate's threshold, when the call carried other
+        memories than the recorded one and `remember_at` is not the recorded run's."""
+        if remember_at == REMEMBER_AT or not any(
+                reason.startswith("Memories:") for reason in self.reasons):
+            return
+        self.reasons.insert(0, threshold_reason(remember_at))
+        RecordingError.__init__(self, self._message())
+
+
+def threshold_reason(remember_at: float) -> str:
+    """The likely cause of a miss whose memories differ, when the threshold is not the recorded
+    run's."""
+    return (f"REMEMBER_AT is {remember_at} here and was {REMEMBER_AT} in the recorded "
+            f"run, so the gate kept other tickets (notebook 2 says which thresholds replay).")
 
 
 class ReplayOnlyTransport(httpx2.BaseTransport):
@@ -66,8 +89,9 @@ class ReplayOnlyTransport(httpx2.BaseTransport):
     once, and nothing is written to the recording.
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, recording: Path | None = None) -> None:
         self.reason = reason
+        self.recording = recording_path() if recording is None else recording
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -77,7 +101,7 @@ class ReplayOnlyTransport(httpx2.BaseTransport):
         if not isinstance(body, dict):
             raise RecordingError(f"A request with an unreadable body ({request.method} "
                                  f"{request.url.path}) reached the replay-only transport.")
-        raise explain_miss(body, self.reason)
+        raise explain_miss(body, self.reason, self.recording)
 
 
 def _decoded(request: httpx2.Request) -> bytes:
@@ -94,21 +118,25 @@ def _decoded(request: httpx2.Request) -> bytes:
 MISSES_SO_FAR: list[RecordingMissError] = []
 
 
-def explain_miss(body: dict, reason: str) -> RecordingMissError:
-    """The error for one missed request: which call, why it most likely missed, what to do."""
+def explain_miss(body: dict, reason: str, recording: Path | None = None) -> RecordingMissError:
+    """The error for one missed request: which call, why it most likely missed, what to do.
+
+    `recording` is the file that lacked it (by default the one $MEMORYBOOK_RECORDING names, else
+    the collection's)."""
+    recording = recording_path() if recording is None else recording
     state, questions, model = body.get("state"), body.get("questions") or {}, body.get("model")
     link = make_playground_link(state, questions, models=[model] if model else None)
     call = describe_call(state, questions)
     earlier = next((miss for miss in MISSES_SO_FAR if miss.call != call), None)
-    reasons = likely_reasons(state, questions, model, earlier)
+    reasons = likely_reasons(state, questions, model, earlier, recording)
     if earlier is not None:
         reasons.append(f"Earlier in this process another call missed: {earlier.call}. Calls "
                        f"made after it can differ from the recorded run because it failed; "
                        f"fix that one first.")
     miss = RecordingMissError(
-        f"The recording {shown_path(recording_path())} has no answer to this call: {call}. "
+        f"The recording {shown_path(recording)} has no answer to this call: {call}. "
         f"Nothing was sent, and the recording is unchanged.",
-        reasons, link, how_to_record(reason), call,
+        reasons, link, how_to_record(reason, recording), call,
         {"model": model, "state": state, "questions": questions},
     )
     MISSES_SO_FAR.append(miss)
@@ -116,18 +144,23 @@ def explain_miss(body: dict, reason: str) -> RecordingMissError:
 
 
 def likely_reasons(state, questions: dict, model: str | None,
-                   earlier: RecordingMissError | None = None) -> list[str]:
-    """Why a call missed, found by comparing it with the requests behind the recorded answers."""
+                   earlier: RecordingMissError | None = None,
+                   recording: Path | None = None) -> list[str]:
+    """Why a call missed, found by comparing it with the requests behind the recorded answers
+    (provenance.json beside the recording; an app's own recording has none)."""
+    recording = recording_path() if recording is None else recording
     try:
-        recorded = recorded_requests()
-    except FileNotFoundError as missing:  # a recording copied without its provenance.json
-        return [f"No {Path(missing.filename).name} beside the recording, so this call cannot "
-                "be compared with the recorded ones."]
+        recorded = recorded_requests(provenance_path(recording))
+    except FileNotFoundError:  # an app's own recording, or one copied without its provenance
+        return [f"Nothing beside {shown_path(recording)} says which requests it answers (no "
+                "provenance.json), so this call cannot be compared with the recorded ones: "
+                "most likely a new ticket, or a state or question that differs from when the "
+                "recording was made."]
     key = cache_key(model or "", json.dumps(state), json.dumps(questions))
     if key in recorded:
-        return [f"The collection makes this call, but {shown_path(recording_path())} lacks its "
+        return [f"The collection makes this call, but {shown_path(recording)} lacks its "
                 f"answer: the file was changed or replaced. Restore it (`git checkout -- "
-                f"{shown_path(recording_path())}`) or record the collection again "
+                f"{shown_path(recording)}`) or record the collection again "
                 f"(`{RECORD_COMMAND}`)."]
     ticket_id = ticket_of(state).get("id")
     alike = [request for request in recorded.values()
@@ -187,45 +220,26 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
 
 
 def _why_memories_differ(earlier: RecordingMissError | None) -> str:
-    threshold = threshold_in_use()
-    if threshold is not None and threshold != RECORDED_REMEMBER_AT:
-        return (f"REMEMBER_AT is {threshold} here and was {RECORDED_REMEMBER_AT} in the recorded "
-                f"run, so the gate kept other tickets (notebook 2 says which thresholds replay).")
     if earlier is not None:
         return ("A call that should have saved or read a memory missed earlier, so the memories "
                 "differ from the recorded run's; restarting the kernel alone will not help.")
-    return ("This kernel holds other memories than the recorded run had at this point: restart "
-            "the kernel and run the notebook from the top.")
+    return ("This process holds other memories than the recorded run had at this point (in a "
+            "notebook: restart the kernel and run it from the top).")
 
 
-# Where the gate's threshold in use is read, registered by the collection's notebook kernels
-# (dev/memorybook_dev/collection_kernel.py); the latest registration counts.
-THRESHOLD_READERS: list[Callable[[], object]] = []
-
-
-def read_threshold_from(reader: Callable[[], object]) -> None:
-    """Explain misses with the threshold `reader()` returns: the REMEMBER_AT the gate reads.
-
-    The reader is called when a miss is explained, so a value changed later (in notebook 1, or
-    on `memorybook.memory_system`) is the one named.
-    """
-    THRESHOLD_READERS.append(reader)
-
-
-def threshold_in_use() -> float | None:
-    """REMEMBER_AT as the gate reads it: from the latest reader registered, else (or when it
-    returns None) from notebook 1's module if it is imported; None where it cannot be known."""
-    value = THRESHOLD_READERS[-1]() if THRESHOLD_READERS else None
-    if value is None:
-        value = getattr(sys.modules.get("memorybook.memory_system"), "REMEMBER_AT", None)
-    return value if isinstance(value, int | float) else None
-
-
-def how_to_record(reason: str) -> str:
+def how_to_record(reason: str, recording: Path | None = None) -> str:
+    """How to add a missed call to `recording`: the collection's committed one with `make record`,
+    an app's own by running in record mode with a key."""
     if reason.startswith("CI"):
         return "CI never calls the API (CI is set): record on your own machine, outside CI."
-    return (f"To record it: {RECORD_STEPS} (`make record-dry-run` lists every call the "
-            f"recording lacks, with no key).")
+    recording = recording_path() if recording is None else recording
+    if recording.resolve() == RECORDING_PATH.resolve():
+        return (f"To record it: {RECORD_STEPS} (`make record-dry-run` lists every call the "
+                f"recording lacks, with no key).")
+    return (f"To record it into {shown_path(recording)}: run again with {API_KEY_ENV} set, "
+            f"{RECORDING_ENV}={shown_path(recording)} and {RECORD_MODE_ENV}=record (or "
+            f"Jev(recording=..., mode=\"record\")): each call it lacks is asked live and its "
+            f"answer added to it; commit the file.")
 
 
 def _short(value) -> str:

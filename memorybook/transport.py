@@ -1,10 +1,12 @@
-"""The collection's SDK client and its HTTP transport: replay only, or live within bounds.
+"""The SDK clients memorybook asks Jev with, and their HTTP transports: replay only, or live
+within bounds.
 
-    client = collection_client()  # notebook 1, in place of the pattern's plain client
+    client = sync_client(ReplayOnlyTransport(reason, recording))  # replay: nothing is sent
+    client = sync_client(None)                                     # live, within its limits
 
-Without a key, and always in CI, it is `ReplayOnlyTransport` (memorybook/replay.py): nothing is
-sent, and a call the recording lacks is explained. Live, it sends through httpx2 with two limits
-the SDK's own transport does not have:
+In replay mode (memorybook/jev.py: no key, always in CI) the transport is `ReplayOnlyTransport`
+(memorybook/replay.py): nothing is sent, and a call the recording lacks is explained. Live, it
+sends through httpx2 with two limits the SDK's own transport does not have:
 
 - the whole call, retries and the waits between them included, ends within
   $MEMORYBOOK_TIMEOUT_SECONDS: the SDK's time-out bounds each read, so an endpoint that trickles
@@ -40,7 +42,6 @@ from memorybook.config import (
     API_KEY_ENV,
     ENDPOINT_ENV,
     TIMEOUT_ENV,
-    replay_only_reason,
     timeout_seconds,
 )
 from memorybook.redaction import redact, redact_key
@@ -62,8 +63,8 @@ _DECOMPRESSORS = {
 
 
 def client_settings() -> dict:
-    """What the collection's clients, sync and async, are made with: the pattern's settings,
-    read from the environment, and $MEMORYBOOK_TIMEOUT_SECONDS for the whole call."""
+    """What the clients, sync and async, are made with: the official page's settings, read from
+    the environment, and $MEMORYBOOK_TIMEOUT_SECONDS for the whole call."""
     return dict(
         api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
         base_url=os.environ.get(ENDPOINT_ENV) or None,  # None: the SDK's default endpoint
@@ -73,23 +74,23 @@ def client_settings() -> dict:
     )
 
 
-def collection_client() -> TypeSafeClient:
-    """The client the collection uses in place of the pattern's, with `collection_transport()`."""
-    return TypeSafeClient(**client_settings(), transport=collection_transport())
+def sync_client(replay: ReplayOnlyTransport | None) -> TypeSafeClient:
+    """An SDK client with `client_settings()`: through `replay`, or live (`LiveTransport`)."""
+    return TypeSafeClient(**client_settings(), transport=replay or LiveTransport(timeout_seconds()))
 
 
-def async_collection_client() -> AsyncTypeSafeClient:
-    """`collection_client()` for asyncio: the same settings and the same transport, whose
-    work (replay-only refusals, or a live call within its limits) runs in a worker thread."""
-    return AsyncTypeSafeClient(**client_settings(),
-                               transport=InWorkerThread(collection_transport()))
+def async_client(replay: ReplayOnlyTransport | None) -> AsyncTypeSafeClient:
+    """`sync_client()` for asyncio: the same settings and transport, whose work (a replay-only
+    refusal, or a live call within its limits) runs in a worker thread."""
+    transport = replay or LiveTransport(timeout_seconds())
+    return AsyncTypeSafeClient(**client_settings(), transport=InWorkerThread(transport))
 
 
 class ClientOnFirstUse:
-    """A client made by `make` (`collection_client()` unless told) when it is first used: a
-    module that holds one starts no client, and reads no setting, when it is imported."""
+    """A client made by `make()` when it is first used: whatever holds one starts no client, and
+    reads no setting, until it asks its first question."""
 
-    def __init__(self, make=collection_client) -> None:
+    def __init__(self, make) -> None:
         self._make = make
         self._client = None
         self._lock = threading.Lock()
@@ -126,14 +127,6 @@ class InWorkerThread(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.transport.close)
-
-
-def collection_transport() -> httpx2.BaseTransport:
-    """The transport for the collection's SDK client: replay only, or live within its limits."""
-    reason = replay_only_reason()
-    if reason is not None:
-        return ReplayOnlyTransport(reason)
-    return LiveTransport(timeout_seconds())
 
 
 class LiveTransport(httpx2.BaseTransport):

@@ -20,7 +20,6 @@ import csv
 import hashlib
 import io
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -31,11 +30,13 @@ import httpx2
 from memorybook.config import (
     PROVENANCE_PATH,
     RECORDED_ON,
-    RECORDING_ENV,
     RECORDING_PATH,
     REPO_ROOT,
+    TYPESAFE_MODEL,
 )
-from memorybook.memory_system import TYPESAFE_MODEL
+from memorybook.example import ROUTE
+from memorybook.jev import Jev
+from memorybook.memory import MEMORY_KEY
 from memorybook.recording import RecordingError, cache_key
 from memorybook.replay import RECORD_COMMAND
 from tools.record.every_call import make_every_call
@@ -170,8 +171,7 @@ def rebuild() -> tuple[str, str]:
 
     def answer(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
-        identity = identify(body, memory_system.ROUTE["team"].criteria,
-                            memory_system.MEMORY_KEY)
+        identity = identify(body, ROUTE["team"].criteria, MEMORY_KEY)
         row = figures.get(identity)
         if row is None:
             raise UnpublishedCallError(f"no published figures for the call {identity}")
@@ -198,16 +198,14 @@ def rebuild() -> tuple[str, str]:
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch_recording = Path(scratch) / "json_cache.json"
-        os.environ[RECORDING_ENV] = str(scratch_recording)
         from typesafe_sdk import TypeSafeClient
 
-        from memorybook import memory_system
-
-        memory_system.client = TypeSafeClient(
+        client = TypeSafeClient(
             api_key="rebuild", transport=httpx2.MockTransport(answer), compression=False
         )
+        jev = Jev(scratch_recording, mode="record", client=client)
         with contextlib.redirect_stdout(io.StringIO()):
-            make_every_call()
+            make_every_call(ask=jev.ask)
         entries = json.loads(scratch_recording.read_text(encoding="utf-8"))
 
     check_totals(calls, entries, figures)

@@ -10,23 +10,17 @@ copy of a notebook anywhere else runs as it is written. Loaded, it:
   (the call, its likely cause, a playground link to exactly that call, how to record it) instead
   of a traceback; the cell still fails;
 - checks every answer notebook 1's own cache (cooksafe's plain `JsonCache`, which checks
-  nothing) hands back, as the collection's cache does for notebooks 2-8: once a cell has made
+  nothing) hands back, as the library's cache does for notebooks 2-10: once a cell has made
   `json_cache`, it is wrapped in `AnswersChecked`, so a damaged entry (an answer outside the
   question's options, a probability outside 0-1, a missing `usage`) stops the cell that reads
-  it, naming the file and the call; notebook 1's cells are unchanged;
-- refuses a cell that assigns one of notebook 1's settings (`REMEMBER_AT = 1`) in a notebook that
-  uses notebook 1's code from `memorybook.memory_system`, where the assignment would change
-  nothing, and says where to set it.
+  it, naming the file and the call; notebook 1's cells are unchanged.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -34,15 +28,10 @@ from memorybook.api_errors import LiveCallFailed, describe_api_failure
 from memorybook.config import API_KEY_ENV, replay_only_reason
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key, cooksafe_key, system_one_request
-from memorybook.replay import explain_miss, read_threshold_from
+from memorybook.replay import explain_miss
 
-NOTEBOOK_1_MODULE = "memorybook.memory_system"
 # The collection's recording, as notebook 1 finds it from notebooks/: json_cache/ one folder up
 NOTEBOOK_1_CACHE = Path("../json_cache/json_cache.json")
-
-
-class SettingHasNoEffectError(RecordingError):
-    """A cell assigned one of notebook 1's settings where notebook 1's code does not read it."""
 
 
 def load_ipython_extension(shell) -> None:
@@ -59,8 +48,6 @@ def load_ipython_extension(shell) -> None:
 
     shell.set_custom_exc((Exception,), show_explained)
     shell.events.register("post_run_cell", lambda result: check_notebook_1s_answers(shell))
-    shell.ast_transformers.append(RefuseSettingsWithoutEffect(shell))
-    read_threshold_from(lambda: threshold_the_gate_reads(shell))
 
 
 def check_notebook_1s_answers(shell) -> None:
@@ -121,9 +108,14 @@ def explanation(shell, error: BaseException, traceback: TracebackType | None,
     if isinstance(error, LookupError) and cached_call is not None:
         request = {name: cached_call.get(name) for name in ("model", "state", "questions")}
         if all(isinstance(value, str) for value in request.values()):
-            return explain_miss({"model": request["model"],
+            miss = explain_miss({"model": request["model"],
                                  "state": json.loads(request["state"]),
-                                 "questions": json.loads(request["questions"])}, reason)
+                                 "questions": json.loads(request["questions"])}, reason,
+                                recording_in_use(shell))
+            threshold = shell.user_ns.get("REMEMBER_AT")  # notebook 1's own setting
+            if isinstance(threshold, int | float):
+                miss.name_threshold(threshold)
+            return miss
     if isinstance(error, ValueError):  # JSONDecodeError, or pydantic's ValidationError
         return damaged_recording(shell, frames)
     return None
@@ -168,105 +160,3 @@ def damaged_recording(shell, frames: list) -> RecordingError | None:
     except RecordingError as error:
         return error
     return None
-
-
-def threshold_the_gate_reads(shell):
-    """REMEMBER_AT where the gate this kernel holds reads it (notebook 1's own cells, or its
-    module); None without a gate, and replay then reads the module's."""
-    gate = shell.user_ns.get("worth_keeping")
-    return getattr(gate, "__globals__", {}).get("REMEMBER_AT") if callable(gate) else None
-
-
-class RefuseSettingsWithoutEffect(ast.NodeTransformer):
-    """Replaces a cell by one that raises SettingHasNoEffectError when it assigns a setting of
-    notebook 1's module in a notebook that uses that module's code rather than its own gate.
-
-    A notebook uses it once the module is imported, or from the cell that imports it (the module
-    is not imported yet when the cell is read): an assignment in the importing cell is refused
-    too, and so is the first cell that imports it after an earlier cell assigned a setting.
-    Notebook 1 defines its own gate (`worth_keeping` in `__main__`) and is left alone.
-    """
-
-    def __init__(self, shell) -> None:
-        self.shell = shell
-        self.assigned_before: dict[str, None] = {}  # settings assigned before the module was used
-
-    def visit_Module(self, node: ast.Module) -> ast.Module:
-        own_gate = getattr(self.shell.user_ns.get("worth_keeping"), "__module__", None)
-        if own_gate == "__main__":
-            return node
-        settings = notebook_1_settings()
-        assigned = [name for name in assigned_names(node) if name in settings]
-        uses_it = NOTEBOOK_1_MODULE in sys.modules or imports_the_collection(node)
-        if not uses_it:
-            self.assigned_before.update(dict.fromkeys(assigned))
-            return node
-        earlier = [name for name in self.assigned_before if name in self.shell.user_ns]
-        if not assigned and not earlier:
-            return node
-        name = (assigned or earlier)[0]
-        where = "here" if assigned else "in an earlier cell of this kernel"
-        undo = "" if assigned else f" Run `del {name}` (or restart the kernel without it) first."
-        message = (
-            f"{name} {where} would change nothing: this notebook uses notebook 1's code from "
-            f"{NOTEBOOK_1_MODULE}, which reads its own {name}. Set it there instead: "
-            f"`import {NOTEBOOK_1_MODULE}` and `{NOTEBOOK_1_MODULE}.{name} = ...`, or edit "
-            f"notebook 1's settings cell and run notebook 1.{undo} Nothing in this cell was run.")
-        raise_it = ast.parse(
-            f"raise __import__({__name__!r}, fromlist=['_']).SettingHasNoEffectError({message!r})")
-        return ast.fix_missing_locations(raise_it)
-
-
-def notebook_1_settings() -> set[str]:
-    """The upper-case names notebook 1's module binds, read from its source when it is not
-    imported: importing it here would make notebook 1's own kernel look like a user of it."""
-    module = sys.modules.get(NOTEBOOK_1_MODULE)
-    if module is not None:
-        return {name for name in vars(module) if name.isupper()}
-    spec = importlib.util.find_spec(NOTEBOOK_1_MODULE)
-    if spec is None or spec.origin is None:
-        return set()
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    return {name for name in assigned_names(tree) if name.isupper()}
-
-
-def imports_the_collection(node: ast.Module) -> bool:
-    """Whether a cell imports anything from the `memorybook` package (whose modules use
-    notebook 1's code)."""
-    for statement in ast.walk(node):
-        if isinstance(statement, ast.Import):
-            names = [alias.name for alias in statement.names]
-        elif isinstance(statement, ast.ImportFrom) and statement.level == 0:
-            names = [statement.module or ""]
-        else:
-            continue
-        if any(name == "memorybook" or name.startswith("memorybook.") for name in names):
-            return True
-    return False
-
-
-def assigned_names(node: ast.Module) -> list[str]:
-    """The names a cell binds by assignment at its top level, inside `if`, `for`, `with` and
-    `try` blocks included (not inside functions or classes), tuple targets included."""
-    found: list[str] = []
-
-    def visit(statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            if isinstance(statement, ast.Assign):
-                targets = statement.targets
-            elif isinstance(statement, ast.AnnAssign | ast.AugAssign):
-                targets = [statement.target]
-            else:
-                targets = []
-            for target in targets:
-                found.extend(name.id for name in ast.walk(target)
-                             if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store))
-            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                continue
-            for block in ("body", "orelse", "finalbody"):
-                visit(getattr(statement, block, []))
-            for handler in getattr(statement, "handlers", []):
-                visit(handler.body)
-
-    visit(node.body)
-    return found

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 
 from memorybook.config import accepting_folder, shown_path
+from memorybook.errors import MemorybookError
 
 
-class CommitError(OSError):
+class CommitError(MemorybookError, OSError):
     """Files committed together could not all be put in place, or an interrupted commit could
     not be finished; the message names them and what happens next."""
 

@@ -17,13 +17,14 @@ import threading
 from pathlib import Path
 
 from memorybook.config import missing_recording_problem, recording_path, restore_hint, shown_path
+from memorybook.errors import MemorybookError
 from memorybook.recording.checks import entry_shape_problem
 from memorybook.recording.commit import CommitError, _locked, _mode_for, finish_pending_commit
 from memorybook.recording.provenance import call_named_for
 from memorybook.redaction import redact
 
 
-class RecordingError(RuntimeError):
+class RecordingError(MemorybookError, RuntimeError):
     """The recording cannot be used as it is; the message says which file and what to do."""
 
     def __init__(self, message: str) -> None:

@@ -23,9 +23,10 @@ def read_provenance(path: Path | None = None) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def recorded_requests() -> dict[str, dict]:
-    """The request behind each recorded answer, by cache key: {"model", "state", "questions"}."""
-    return {key: entry["request"] for key, entry in read_provenance()["entries"].items()
+def recorded_requests(path: Path | None = None) -> dict[str, dict]:
+    """The request behind each recorded answer, by cache key: {"model", "state", "questions"};
+    from the provenance file at `path`, by default the one beside the recording in use."""
+    return {key: entry["request"] for key, entry in read_provenance(path)["entries"].items()
             if "request" in entry}
 
 

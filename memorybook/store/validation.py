@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import math
 
+from memorybook.errors import MemorybookError
+
 MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answers, not attachments
 # Levels of dicts and lists in one memory: far below what Python decodes at any stack depth.
 MAX_MEMORY_NESTING = 100
 
 
-class MemoryStoreError(Exception):
+class MemoryStoreError(MemorybookError):
     """The memory store could not do what was asked; the message says what to do."""
 
 

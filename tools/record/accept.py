@@ -107,7 +107,7 @@ def replay_in_a_new_process(path: Path) -> dict:
 
 def replay_check() -> int:
     """Print, as JSON, which calls the recording in $MEMORYBOOK_RECORDING cannot answer."""
-    from memorybook import memory_system
+    from memorybook.example import CUSTOMERS, example_jev
     from memorybook.replay import RecordingMissError
 
     requests = {}
@@ -116,9 +116,9 @@ def replay_check() -> int:
         requests[key] = {"model": model, "state": json.loads(state),
                          "questions": json.loads(questions)}
 
-    memory_system.json_cache.note_lookups(note)
+    example_jev().cache.note_lookups(note)
     unanswered = []
-    for customer in memory_system.CUSTOMERS:  # one customer's calls do not depend on another's
+    for customer in CUSTOMERS:  # one customer's calls do not depend on another's
         try:
             run_every_call([customer])
         except RecordingMissError:  # the first call it lacks (the last one asked); later ones

@@ -14,11 +14,11 @@ from pathlib import Path
 from memorybook.config import (
     PROVENANCE_PATH,
     RECORDING_PATH,
+    TYPESAFE_MODEL,
     USD_PER_BILLION_INPUT_TOKENS,
     input_cost_usd,
     shown_path,
 )
-from memorybook.memory_system import TYPESAFE_MODEL
 from memorybook.recording import RecordingError, read_recording, recorded_calls
 from tools.record.missing import describe_missing, missing_calls
 

@@ -94,11 +94,11 @@ def describe_missing(missing: list[MissingCall], recording: Path | None = None) 
 def _replay_every_call() -> Replayed:
     """In the child: every call, customer by customer, each stopping at its first miss."""
     from memorybook import replay
-    from memorybook.memory_system import CUSTOMERS, json_cache
+    from memorybook.example import CUSTOMERS, example_jev
     from tools.record.every_call import run_every_call
 
     replayed = Replayed()
-    json_cache.note_lookups(lambda key, *_: replayed.lookups.append(key))
+    example_jev().cache.note_lookups(lambda key, *_: replayed.lookups.append(key))
     tokens_per_byte = _tokens_per_byte()
     for customer in CUSTOMERS:
         replay.MISSES_SO_FAR.clear()  # customers are independent: no miss explains another's

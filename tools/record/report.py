@@ -3,8 +3,7 @@ against the committed recording."""
 
 from __future__ import annotations
 
-from memorybook.config import RECORDING_PATH
-from memorybook.memory_system import TYPESAFE_MODEL
+from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.recording import read_provenance, read_recording, recorded_calls
 from tools.build_recording import read_figures
 

@@ -1,0 +1,66 @@
+"""Each customer's turn in one process: the gate after the reply, kept in order.
+
+`ask_with_memory_async()` (memorybook/wrapper.py) replies once the routing answers and runs the
+gate after; `PendingGates` makes that safe. A customer's call takes their turn before it recalls
+and gives it back when its gate has finished, so no call misses a memory an earlier call was about
+to save, and other customers never wait. With `turns` (memorybook.store.turns.CustomerTurns), the
+turn is held across processes sharing a PostgreSQL store too. `drain()` waits for every pending
+gate, for a graceful stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class PendingGates:
+    """Each customer's calls, in order: a call starts once the customer's earlier calls
+    have finished their gates. Other customers' calls never wait for them."""
+
+    def __init__(self, turns=None) -> None:
+        self.turns = turns  # CustomerTurns, where processes share a PostgreSQL store
+        self._last: dict[str, asyncio.Future] = {}  # customer -> last call's end
+        self._running: set[asyncio.Task] = set()
+        self._held: dict[asyncio.Future, object] = {}  # a call's end -> its Turn
+
+    def take_turn(self, customer: str) -> tuple[asyncio.Future | None, asyncio.Future]:
+        """(the end of this customer's previous call or None, the end of this call)."""
+        done = asyncio.get_running_loop().create_future()
+        previous, self._last[customer] = self._last.get(customer), done
+        return previous, done
+
+    async def hold(self, customer: str, done: asyncio.Future) -> None:
+        """Take the customer's turn across processes too, where `turns` is set."""
+        if self.turns is not None:
+            turn = self._held[done] = self.turns.take(customer)
+            await asyncio.to_thread(turn.wait)
+
+    def end_turn(self, customer: str, done: asyncio.Future, after=None) -> None:
+        """End a call's turn, or, with `after`, once that earlier turn has ended."""
+        if after is not None and not after.done():
+            after.add_done_callback(lambda _: self.end_turn(customer, done))
+            return
+        if (turn := self._held.pop(done, None)) is not None:
+            turn.give_back()
+        if not done.done():
+            done.set_result(None)
+        if self._last.get(customer) is done:
+            del self._last[customer]
+
+    def run_gate(self, gate, customer: str, done: asyncio.Future) -> None:
+        """Run a gate in the background; the turn ends when it has."""
+        task = asyncio.create_task(gate)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        task.add_done_callback(lambda _: self.end_turn(customer, done))
+
+    async def settled(self, customer: str) -> None:
+        """Wait until every call so far for this customer has finished its gate."""
+        last = self._last.get(customer)
+        if last is not None:
+            await asyncio.shield(last)
+
+    async def drain(self) -> None:
+        """Wait for every pending gate, for a graceful stop."""
+        while self._last:
+            await asyncio.gather(*map(asyncio.shield, list(self._last.values())))

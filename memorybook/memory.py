@@ -1,0 +1,132 @@
+"""A memory and the gate that decides whether to keep it: the official page's technique.
+
+A memory is a request as it arrived (before any memories were added to it, so they never nest)
+with the readable part of each of Jev's answers. The gate, one Noul question, reads that pair and
+gives P(the request states a lasting fact about the customer); at REMEMBER_AT or above, the
+memory is kept under the state's `customer.id`, and every later call for that customer carries
+it under MEMORY_KEY. `InMemoryMemories` keeps them for as long as the process runs; a store
+(memorybook.store) keeps them encrypted on disk with the same methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
+
+from memorybook.config import REMEMBER_AT
+from memorybook.errors import MemorybookError
+
+MEMORY_KEY = "earlier_tickets_from_this_customer"  # where memories go in the state
+
+GATE = {
+    "remember": Noul(
+        instructions=(
+            "In `request.ticket`, does the thread state a lasting fact about the "
+            "customer that should change how their future, unrelated tickets are "
+            "handled? Count what the customer or our support staff wrote in "
+            "`request.ticket`. `jev_answered` shows how the ticket was routed, which "
+            "may rely on things learned earlier: do not count anything it says or "
+            "implies."
+        ),
+        criteria=NoulCriteria(
+            true=(
+                "Yes: in `request.ticket` the customer or our support staff state "
+                "something about the customer that stays true after this ticket, such "
+                "as the product edition or operating system they run, their plan or "
+                "contract, or a standing preference."
+            ),
+            false=(
+                "No: `request.ticket` only contains things specific to this one ticket "
+                "or moment, such as a one-off request, today's schedule, or the device "
+                "they happen to be typing on; or the lasting fact appears only in "
+                "`jev_answered`."
+            ),
+        ),
+    ),
+}
+
+Ask = Callable[[dict, dict], SystemOneResponse]  # (state, questions) -> response, as Jev.ask
+
+
+class MissingCustomerIdError(MemorybookError, ValueError):
+    """The state has no `customer.id`: there is no customer to file memories under."""
+
+
+def customer_id(state: dict) -> str:
+    """The id of the customer a state is about: its `customer.id`, a non-blank string."""
+    customer = state.get("customer") if isinstance(state, dict) else None
+    if not (isinstance(customer, dict) and isinstance(customer.get("id"), str)
+            and customer["id"].strip()):
+        shape = (f"keys {sorted(map(str, state))}" if isinstance(state, dict)
+                 else f"a {type(state).__name__}")
+        raise MissingCustomerIdError(
+            "ask_with_memory() needs the state to name its customer as `customer.id`; "
+            f"got {shape}.")
+    return customer["id"]
+
+
+def answer_text(question, answer):
+    """What an answer says in words: the chosen option's description, or the value."""
+    if answer.type == "choice":
+        return question.criteria[answer.choice]
+    return answer.noul if answer.type == "noul" else answer.score
+
+
+def as_memory(state: dict, questions: dict, response: SystemOneResponse) -> dict:
+    """The request as it arrived, with Jev's answer to each of its questions."""
+    answered = {
+        question.instructions: answer_text(question, response.answers[question_id])
+        for question_id, question in questions.items()
+    }
+    return {"request": state, "jev_answered": answered}
+
+
+def remember_probability(memory: dict, ask: Ask) -> float:
+    """P(the request states a lasting fact about the customer), given Jev's answer: the gate."""
+    return ask(memory, GATE).answers["remember"].noul
+
+
+def worth_keeping(probability: float, remember_at: float = REMEMBER_AT) -> bool:
+    """The gate's verdict: keep a memory whose probability reaches `remember_at`."""
+    return probability >= remember_at
+
+
+def state_with_memories(state: dict, memories: list[dict]) -> dict:
+    """The state as Jev receives it: these memories under MEMORY_KEY; unchanged with none."""
+    return {**state, MEMORY_KEY: memories} if memories else state
+
+
+def ticket_id_of(memory: dict) -> str:
+    """The id of the ticket a memory was made from."""
+    return memory["request"]["ticket"]["id"]
+
+
+class InMemoryMemories:
+    """Each customer's memories, oldest first, for as long as the process runs: the page's dict
+    of lists behind the methods a store has (memorybook.store), so either can be passed."""
+
+    def __init__(self) -> None:
+        self.by_customer: dict[str, list[dict]] = {}
+
+    def recall(self, customer_id: str) -> list[dict]:
+        """The customer's memories, oldest first (a copy of the list)."""
+        return list(self.by_customer.get(customer_id, []))
+
+    def save(self, customer_id: str, memory: dict) -> list[dict]:
+        """Keep one more memory; return those evicted to make room (none: there is no cap)."""
+        self.by_customer.setdefault(customer_id, []).append(memory)
+        return []
+
+    def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
+        """Erase the memories of one ticket and return them; KeyError if there are none."""
+        saved = self.by_customer.get(customer_id, [])
+        erased = [memory for memory in saved if ticket_id_of(memory) == ticket_id]
+        if not erased:
+            raise KeyError(f"customer {customer_id} has no memory of ticket {ticket_id}")
+        self.by_customer[customer_id] = [m for m in saved if m not in erased]
+        return erased
+
+    def forget_customer(self, customer_id: str) -> list[dict]:
+        """Erase all of one customer's memories; return them, oldest first."""
+        return self.by_customer.pop(customer_id, [])
