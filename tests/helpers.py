@@ -1,5 +1,5 @@
-"""What the tests share besides their fixtures: notebooks, processes, fresh copies of notebook
-1's module, scratch disks, and the memory store's memories, keys and backends.
+"""What the tests share besides their fixtures: notebooks, processes, fresh Jevs, scratch
+disks, and the memory store's memories, keys and backends.
 
 Subprocess snippets import this module too, so what it imports stays light (pytest and nbformat
 only where used).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import importlib.util
+import functools
 import json
 import os
 import re
@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import psutil
@@ -33,6 +32,8 @@ from memorybook.store import MAX_MEMORIES_PER_CUSTOMER, MemoryStore
 
 if TYPE_CHECKING:
     import nbformat
+
+    from memorybook.jev import Jev
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The committed recording as git holds it: what no test may change.
@@ -73,65 +74,46 @@ def decode(link: str) -> tuple[dict, dict, dict]:
     return json.loads(share["documentText"]), json.loads(share["promptsText"]), share
 
 
-def fresh_memory_system(monkeypatch, **env: str) -> ModuleType:
-    """Notebook 1's module loaded anew in this process, as a fresh interpreter would have it,
-    with `env` set, for the test's length.
+def fresh_jev(monkeypatch, recording: Path | str | None = None, *, mode: str | None = None,
+              **env: str) -> Jev:
+    """A `Jev` made as a fresh process would make it with `env` set, for the test's length.
 
-    Its memories, client and cache are its own (made at its first call, from `env`), and the
-    misses and threshold readers replay.py has met start empty. Every other test's are left
-    untouched.
+    The environment settings a test run could carry in are removed first, the misses replay.py
+    has met start empty, and the example's Jev (memorybook.example.example_jev, what the
+    experiments ask by default) is made anew from `env` at its first use; every other test's are
+    left untouched.
     """
-    from memorybook import replay
+    from memorybook import example, next_steps, replay
+    from memorybook.jev import Jev
 
-    for name in ("TYPESAFE_API_KEY", "MEMORYBOOK_USAGE_LOG", "CI", "MEMORYBOOK_RECORDING"):
+    for name in ("TYPESAFE_API_KEY", "TYPESAFE_ENDPOINT", "MEMORYBOOK_USAGE_LOG", "CI",
+                 "MEMORYBOOK_RECORDING", "MEMORYBOOK_RECORD_MODE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(replay, "MISSES_SO_FAR", [])
-    monkeypatch.setattr(replay, "THRESHOLD_READERS", [])
-    return fresh_module(monkeypatch, "memorybook.memory_system")
+    for module, name in ((example, "example_jev"), (next_steps, "next_steps_jev")):
+        made = getattr(module, name).__wrapped__
+        monkeypatch.setattr(module, name, functools.cache(made))
+    return Jev(recording, mode=mode)
 
 
-def fresh_module(monkeypatch, name: str) -> ModuleType:
-    """A copy of module `name`, executed anew: what `import name` gives until the test ends.
-
-    It imports its neighbours as they are in sys.modules, so a module loaded after
-    fresh_memory_system() uses that fresh copy of notebook 1's module. So would a module
-    imported for the first time meanwhile, for good: the tests import theirs at the top.
-    """
-    spec = importlib.util.find_spec(name)
-    module = importlib.util.module_from_spec(spec)
-    parent, _, child = name.rpartition(".")
-    monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(sys.modules[parent], child, module, raising=False)
-    spec.loader.exec_module(module)
-    return module
+def live_jev(monkeypatch, base_url: str, key: str, recording: Path, **extra: str) -> Jev:
+    """fresh_jev() recording into `recording`, live against a loopback server: what live_env()
+    is to a process, allowed even under CI. The example's Jev records into it too."""
+    return fresh_jev(monkeypatch, recording, TYPESAFE_API_KEY=key, TYPESAFE_ENDPOINT=base_url,
+                     MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(recording), **extra)
 
 
-def fresh_web_service(monkeypatch, **env: str) -> ModuleType:
-    """Notebook 9's module loaded anew on a fresh_memory_system(**env): its async client,
-    cache and gates are its own, made from `env` at their first use."""
-    fresh_memory_system(monkeypatch, **env)
-    return fresh_module(monkeypatch, "memorybook.web_service")
-
-
-def live_memory_system(monkeypatch, base_url: str, key: str, recording: Path,
-                       **extra: str) -> ModuleType:
-    """fresh_memory_system() live against a loopback server, recording into `recording`: what
-    live_env() is to a process, allowed even under CI."""
-    return fresh_memory_system(monkeypatch, TYPESAFE_API_KEY=key, TYPESAFE_ENDPOINT=base_url,
-                               MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(recording),
-                               **extra)
-
-
-def one_live_call(memory_system: ModuleType) -> str:
-    """Route ticket T-201 through `memory_system`; what a failure of the API says, else ""."""
+def one_live_call(jev: Jev) -> str:
+    """Route ticket T-201 through `jev`; what a failure of the API says, else ""."""
     from typesafe_sdk import TypeSafeError
 
     from memorybook.api_errors import describe_api_failure
+    from memorybook.example import ROUTE, later_state
 
     try:
-        memory_system.ask(memory_system.later_state("C-1042", 0), memory_system.ROUTE)
+        jev.ask(later_state("C-1042", 0), ROUTE)
     except TypeSafeError as error:
         return describe_api_failure(error)
     return ""
