@@ -1,0 +1,59 @@
+"""pytest fixtures for an app's tests: Jev's answers replayed from the app's own recording.
+
+    # the app's conftest.py
+    from memorybook.testing import jev  # noqa: F401  (or pytest_plugins = ["memorybook.testing"]
+                                        #  in the root conftest.py)
+
+    @pytest.fixture(scope="session")
+    def jev_recording():
+        return Path(__file__).parent / "recording.json"  # the app's own, committed
+
+    def test_routes(jev):
+        response = ask_with_memory(state, ROUTE, memories, ask=jev.ask)
+
+The `jev` fixture replays: a call the recording lacks fails at once with the explanation and how
+to record it, and nothing is sent, key or not (VCR-style libraries call this mode "none"). To
+record what the tests need, once, with a key and outside CI:
+
+    MEMORYBOOK_RECORD_MODE=record TYPESAFE_API_KEY=... pytest
+
+Each call the recording lacks is then asked live and its answer appended to the recording; commit
+it. For unit tests that need no answer of Jev's, use memorybook.stand_in.MadeUpJev.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memorybook.config import RECORD_MODE_ENV, RECORDING_ENV, ConfigError
+from memorybook.jev import Jev, Mode
+
+
+@pytest.fixture(scope="session")
+def jev_recording() -> Path:
+    """The app's recording: $MEMORYBOOK_RECORDING, unless the app's conftest overrides this
+    fixture with its own file (the usual way: a path beside the tests, committed)."""
+    named = os.environ.get(RECORDING_ENV, "").strip()
+    if not named:
+        raise pytest.UsageError(
+            f"memorybook.testing's `jev` fixture needs the app's recording: override the "
+            f"`jev_recording` fixture in conftest.py with its path, or set {RECORDING_ENV}.")
+    return Path(named)
+
+
+@pytest.fixture(scope="session")
+def jev(jev_recording: Path) -> Jev:
+    """A Jev on the app's recording: replay; record mode with $MEMORYBOOK_RECORD_MODE=record and
+    a key (never in CI)."""
+    requested = os.environ.get(RECORD_MODE_ENV, "").strip().lower() or Mode.REPLAY
+    if requested not in (Mode.REPLAY, Mode.RECORD):
+        raise pytest.UsageError(
+            f"{RECORD_MODE_ENV}={requested!r}: tests replay the app's recording, or record into "
+            f"it (`record`); live mode writes no recording, so nothing it asks could replay.")
+    try:
+        return Jev(jev_recording, mode=requested)
+    except ConfigError as error:
+        raise pytest.UsageError(str(error)) from None
