@@ -30,30 +30,11 @@ import time
 from pathlib import Path
 
 from benchmarks.markdown_table import markdown_table
+from tools.loopback_replies import made_up_answer
 from tools.loopback_server import LoopbackSystemOne
 
-MODEL = "jev-1.14.0"
 IN_FLIGHT = 8
 TICKETS_PER_CUSTOMER = 3
-
-
-def synthetic_answer(body: dict) -> dict:
-    """A made-up answer, a function of the request alone (never Jev's)."""
-    state, questions = body["state"], body["questions"]
-    usage = {"input_tokens": 0, "output_tokens": 0}
-    if "remember" in questions:
-        number = int(state["request"]["ticket"]["id"].split("-")[1])
-        noul = 0.9 if number % 3 else 0.1  # two tickets in three are kept
-        return {"model": MODEL, "usage": usage,
-                "answers": {"remember": {"type": "noul", "noul": noul}}}
-    number = int(state["ticket"]["id"].split("-")[1])
-    teams = list(questions["team"]["criteria"])
-    remembered = len(state.get("earlier_tickets_from_this_customer", []))
-    team = teams[(number + remembered) % len(teams)]
-    probabilities = {name: 1.0 if name == team else 0.0 for name in teams}
-    return {"model": MODEL, "usage": usage,
-            "answers": {"team": {"type": "choice", "choice": team, "confidence": 1.0,
-                                 "probabilities": probabilities}}}
 
 
 def state(customer: str, number: int) -> dict:
@@ -199,7 +180,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=24)
     parser.add_argument("--customers", type=int, default=50)
     args = parser.parse_args()
-    with LoopbackSystemOne({}, latency=args.latency, answer_with=synthetic_answer,
+    with LoopbackSystemOne({}, latency=args.latency, answer_with=made_up_answer,
                            max_requests=100_000, max_seconds=3600) as server:
         # This process's own environment: live against the loopback server, no recording (as a
         # service in production: its Jev() objects read these when they are made).

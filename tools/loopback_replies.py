@@ -92,3 +92,27 @@ def with_headers_echoed(reply: Reply, headers: dict[str, str]) -> Reply:
             detail["input"] = headers
     payload["request_headers"] = headers
     return status, reply_headers, json.dumps(payload).encode()
+
+
+MADE_UP_MODEL = "made-up-stand-in"  # on every made-up answer, so none passes for Jev's
+
+
+def made_up_answer(body: dict) -> dict:
+    """A made-up answer to a System One request, a function of the request alone, never Jev's:
+    the team follows from the ticket's number and how many memories the request carries (so a
+    memory missed or reordered changes it), and the gate keeps two tickets in three."""
+    state, questions = body["state"], body["questions"]
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    if "remember" in questions:
+        number = int(state["request"]["ticket"]["id"].split("-")[1])
+        noul = 0.9 if number % 3 else 0.1  # two tickets in three are kept
+        return {"model": MADE_UP_MODEL, "usage": usage,
+                "answers": {"remember": {"type": "noul", "noul": noul}}}
+    number = int(state["ticket"]["id"].split("-")[1])
+    teams = list(questions["team"]["criteria"])
+    remembered = len(state.get("earlier_tickets_from_this_customer", []))
+    team = teams[(number + remembered) % len(teams)]
+    probabilities = {name: 1.0 if name == team else 0.0 for name in teams}
+    return {"model": MADE_UP_MODEL, "usage": usage,
+            "answers": {"team": {"type": "choice", "choice": team, "confidence": 1.0,
+                                 "probabilities": probabilities}}}

@@ -1,0 +1,120 @@
+"""Recording modes, as VCR-style libraries name theirs: replay (no key, always in CI), record
+(a key and a recording asked for) and live (a key and none): which one a Jev is in, what each
+sends, and what each writes. Live calls go to a loopback server, never off this machine."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+import memorybook
+from memorybook import ConfigError, Jev, MemorybookError, Mode, RecordingMissError
+from memorybook.config import RECORDING_PATH
+from memorybook.example import ROUTE, later_state
+from tests.helpers import COMMITTED_RECORDING, fresh_jev
+from tools.loopback_server import LoopbackSystemOne
+
+KEY = "mode-test-key-91f3"
+SLOW = later_state("C-1042", 0)  # plainly routed, the recording holds it: cloud_ops 0.55
+
+
+@pytest.mark.parametrize(("env", "recording", "expected"), [
+    ({}, None, Mode.REPLAY),
+    ({}, "app.json", Mode.REPLAY),
+    ({"TYPESAFE_API_KEY": KEY, "CI": "true"}, "app.json", Mode.REPLAY),
+    ({"TYPESAFE_API_KEY": KEY}, "app.json", Mode.RECORD),
+    ({"TYPESAFE_API_KEY": KEY}, None, Mode.LIVE),
+    ({"TYPESAFE_API_KEY": KEY, "MEMORYBOOK_RECORD_MODE": "replay"}, "app.json", Mode.REPLAY),
+    ({"TYPESAFE_API_KEY": KEY, "MEMORYBOOK_RECORDING": "{tmp}/app.json"}, None, Mode.RECORD),
+])
+def test_the_mode_follows_the_key_and_the_recording_asked_for(monkeypatch, tmp_path, env,
+                                                              recording, expected):
+    env = {name: value.format(tmp=tmp_path) for name, value in env.items()}
+    jev = fresh_jev(monkeypatch, recording and tmp_path / recording, **env)
+    assert jev.mode is expected, (
+        f"with {sorted(env)} and recording={recording}, a Jev is in {jev.mode} mode, not "
+        f"{expected}: see choose_mode() in memorybook/jev.py")
+
+
+def test_replay_with_no_recording_asked_for_reads_the_collections(monkeypatch):
+    jev = fresh_jev(monkeypatch)
+    assert jev.recording == RECORDING_PATH.resolve(), (
+        f"replaying with no recording asked for reads {jev.recording}, not the collection's")
+
+
+@pytest.mark.parametrize(("env", "mode", "says"), [
+    ({}, "record", "TYPESAFE_API_KEY is not set"),
+    ({"TYPESAFE_API_KEY": KEY, "CI": "true"}, "live", "CI is set"),
+    ({"TYPESAFE_API_KEY": KEY}, "record", "name its file"),
+    ({"TYPESAFE_API_KEY": KEY}, "tape", "replay, record, live"),
+])
+def test_a_mode_that_cannot_be_had_is_a_config_error_saying_why(monkeypatch, env, mode, says):
+    with pytest.raises(ConfigError) as refused:
+        fresh_jev(monkeypatch, mode=mode, **env)
+    assert says in str(refused.value), f"mode={mode!r} was refused with: {refused.value}"
+    assert isinstance(refused.value, MemorybookError)
+
+
+def test_live_with_a_recording_asked_for_is_refused_naming_it(monkeypatch, tmp_path):
+    with pytest.raises(ConfigError, match="live mode reads and writes no recording"):
+        fresh_jev(monkeypatch, tmp_path / "app.json", mode="live", TYPESAFE_API_KEY=KEY)
+
+
+def test_replay_sends_nothing_even_with_a_key_and_names_the_apps_recording(monkeypatch,
+                                                                          tmp_path):
+    recording = tmp_path / "app.json"
+    recording.write_text("{}", encoding="utf-8")
+    with LoopbackSystemOne({}) as server:
+        jev = fresh_jev(monkeypatch, recording, mode="replay", TYPESAFE_API_KEY=KEY,
+                        TYPESAFE_ENDPOINT=server.base_url, MEMORYBOOK_LIVE_IN_CI="1")
+        with pytest.raises(RecordingMissError) as missed:
+            jev.ask(SLOW, ROUTE)
+        assert server.requests == [], "replay mode sent a request"
+    how = missed.value.how_to_record
+    assert str(recording) in how and "MEMORYBOOK_RECORD_MODE=record" in how, (
+        f"a miss in an app's own recording must say how to record into it, not: {how}")
+    assert recording.read_text(encoding="utf-8") == "{}", "replay mode wrote to the recording"
+
+
+def test_record_asks_what_the_recording_lacks_and_adds_it_there_only(monkeypatch, tmp_path):
+    recording = tmp_path / "app.json"
+    with LoopbackSystemOne(RECORDING_PATH) as server:
+        jev = fresh_jev(monkeypatch, recording, TYPESAFE_API_KEY=KEY,
+                        TYPESAFE_ENDPOINT=server.base_url, MEMORYBOOK_LIVE_IN_CI="1")
+        first = jev.ask(SLOW, ROUTE).answers["team"]
+        again = jev.ask(SLOW, ROUTE).answers["team"]
+        asked = len(server.requests)
+    assert (first.choice, first.probabilities[first.choice]) == ("cloud_ops", 0.55)
+    assert again == first and asked == 1, (
+        f"record mode asked {asked} times for one call: the second must come from the recording")
+    saved = json.loads(recording.read_text(encoding="utf-8"))
+    assert len(saved) == 1, f"record mode wrote {len(saved)} answers for one call"
+    assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING, (
+        "record mode into an app's recording changed the committed one")
+
+
+def test_live_asks_every_call_and_writes_nothing(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with LoopbackSystemOne(RECORDING_PATH) as server:
+        jev = fresh_jev(monkeypatch, TYPESAFE_API_KEY=KEY, TYPESAFE_ENDPOINT=server.base_url,
+                        MEMORYBOOK_LIVE_IN_CI="1")
+        for _ in range(2):
+            jev.ask(SLOW, ROUTE)
+        asked = len(server.requests)
+    assert (jev.mode, jev.recording, asked) == (Mode.LIVE, None, 2), (
+        f"live mode: {jev.mode}, recording {jev.recording}, {asked} requests for two calls")
+    assert list(tmp_path.iterdir()) == [], f"live mode wrote {list(tmp_path.iterdir())}"
+    assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING, "live mode changed the recording"
+
+
+def test_every_error_an_app_can_catch_derives_from_memorybook_error():
+    exported = [getattr(memorybook, name) for name in memorybook.__all__]
+    errors = [value for value in exported
+              if inspect.isclass(value) and issubclass(value, BaseException)]
+    assert len(errors) >= 10, f"memorybook exports only {len(errors)} errors"
+    strays = [error.__name__ for error in errors if not issubclass(error, MemorybookError)]
+    assert strays == [], (
+        f"{strays} do not derive from memorybook.MemorybookError: add it to their bases where "
+        f"they are defined")
