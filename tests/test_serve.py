@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx2
 import psutil
-import pytest
 
 from tests.helpers import REPO_ROOT, copy_of_the_collection
 from tools.loopback_replies import made_up_answer
