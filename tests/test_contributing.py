@@ -80,12 +80,20 @@ def test_the_layout_list_is_the_tree():
 
 
 def test_each_everyday_change_has_its_recipe():
-    recipes = CONTRIBUTING.split("## Four everyday changes", 1)[1].split("\n## ", 1)[0]
-    for change in ("Change a ticket", "Reword a question", "Add a store backend",
-                   "Add a notebook"):
+    recipes = CONTRIBUTING.split("## Everyday changes", 1)[1].split("\n## ", 1)[0]
+    for change in ("Change the library", "Change a ticket", "Reword a question",
+                   "Add a store backend", "Add a notebook"):
         assert f"**{change}" in recipes, (
-            f"CONTRIBUTING.md's 'Four everyday changes' lacks the recipe '{change}': "
+            f"CONTRIBUTING.md's 'Everyday changes' lacks the recipe '{change}': "
             "tests/test_recipes.py follows it")
+
+
+def test_contributing_says_where_the_lesson_ends_and_the_library_starts():
+    section = CONTRIBUTING.split("## The lesson and the library", 1)[-1].split("\n## ", 1)[0]
+    assert section != CONTRIBUTING and "notebook 1" in section.lower() and (
+        "`memorybook/`" in section), (
+        "CONTRIBUTING.md needs its section 'The lesson and the library': what notebook 1 is, "
+        "what memorybook/ is, and how each is changed")
 
 
 # A docstring's pointer into the maintainers' or the reader's page: the page's name, a comma and
