@@ -6,7 +6,10 @@
 
 One JupyterLab server (tests/jupyterlab_server.py: this environment, 127.0.0.1, a token, no API
 key) and one headless Chromium page driven by Playwright serve every notebook: JupyterLab loads
-once, in a new workspace, and each notebook is opened in it as a reader opens one. For each
+once, in a new workspace, and each notebook is opened in it as a reader opens one. Opened and
+left alone until its kernel is idle and JupyterLab has copied the kernel's language_info and
+kernelspec into its metadata, a notebook must not count as changed (closing it would ask to save
+it). Then, opened again, for each
 notebook the page clears its outputs, runs all cells and checks that no cell errs, that every
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
