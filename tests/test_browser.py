@@ -129,20 +129,26 @@ def lab_page(tmp_path_factory):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_opening_the_notebook_leaves_it_unchanged(path, lab_page):
+    page = lab_page
     try:
-        open_notebook(page := lab_page, path)
+        open_notebook(page, path)
         opened = metadata_once_the_kernel_is_known(page)
-        if opened["dirty"]:
-            committed = json.loads(path.read_text(encoding="utf-8"))["metadata"]
-            changed = {key: opened["metadata"].get(key) for key in ("kernelspec", "language_info")
-                       if opened["metadata"].get(key) != committed.get(key)}
-            pytest.fail(
-                f"{path.name} shows as changed as soon as JupyterLab opens it. The kernel made "
-                f"its metadata {json.dumps(changed)}: store what the kernel reports (the "
-                "kernel's language_info comes from dev/memorybook_dev/ipython_kernel_config.py; "
-                "tools/execute.py stores it on `make run`)", pytrace=False)
     finally:
         close_notebook(page)
+    if opened["dirty"]:
+        stored = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+        changed = {key: opened["metadata"].get(key) for key in ("kernelspec", "language_info")
+                   if opened["metadata"].get(key) != stored.get(key)}
+        why = (
+            f"JupyterLab set {json.dumps(changed)} from the kernel, and the file stores "
+            "otherwise. Kernels in notebooks/ report language_info without the Python version "
+            "(dev/memorybook_dev/ipython_kernel_config.py, copied by `make setup`), and "
+            "`make run` stores it and tools/execute.py's KERNELSPEC"
+            if changed else "its kernelspec and language_info are as stored: something else "
+            "changed it"
+        )
+        pytest.fail(f"{path.name} shows as changed as soon as JupyterLab opens it: {why}",
+                    pytrace=False)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
