@@ -6,7 +6,10 @@
 
 One JupyterLab server (tests/jupyterlab_server.py: this environment, 127.0.0.1, a token, no API
 key) and one headless Chromium page driven by Playwright serve every notebook: JupyterLab loads
-once, in a new workspace, and each notebook is opened in it as a reader opens one. For each
+once, in a new workspace, and each notebook is opened in it as a reader opens one. Opened and
+left alone until its kernel is idle and JupyterLab has copied the kernel's language_info and
+kernelspec into its metadata, a notebook must not count as changed (closing it would ask to save
+it). Then, opened again, for each
 notebook the page clears its outputs, runs all cells and checks that no cell errs, that every
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
@@ -125,6 +128,30 @@ def lab_page(tmp_path_factory):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_opening_the_notebook_leaves_it_unchanged(path, lab_page):
+    page = lab_page
+    try:
+        open_notebook(page, path)
+        opened = metadata_once_the_kernel_is_known(page)
+    finally:
+        close_notebook(page)
+    if opened["dirty"]:
+        stored = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+        changed = {key: opened["metadata"].get(key) for key in ("kernelspec", "language_info")
+                   if opened["metadata"].get(key) != stored.get(key)}
+        why = (
+            f"JupyterLab set {json.dumps(changed)} from the kernel, and the file stores "
+            "otherwise. Kernels in notebooks/ report language_info without the Python version "
+            "(dev/memorybook_dev/ipython_kernel_config.py, copied by `make setup`), and "
+            "`make run` stores it and tools/execute.py's KERNELSPEC"
+            if changed else "its kernelspec and language_info are as stored: something else "
+            "changed it"
+        )
+        pytest.fail(f"{path.name} shows as changed as soon as JupyterLab opens it: {why}",
+                    pytrace=False)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
 def test_a_reader_runs_the_notebook_in_jupyterlab(path, lab_page):
     page = lab_page
     committed = json.loads(path.read_text(encoding="utf-8"))
@@ -207,6 +234,38 @@ def open_notebook(page, path: Path) -> None:
             await within(idle, seconds, 'the kernel of ' + path + ' becoming idle');
         }""",
         [path.relative_to(REPO_ROOT).as_posix(), OPEN_SECONDS],
+    )
+
+
+def metadata_once_the_kernel_is_known(page) -> dict:
+    """Wait until JupyterLab has put the kernel's language_info and kernelspec into the open
+    notebook's metadata (it does so once the kernel answers, whether or not they differ from the
+    file's); return that metadata and whether the document now counts as changed."""
+    return in_page(
+        page,
+        """async (seconds) => {
+            const panel = window.panel, model = panel.context.model;
+            const kernel = panel.sessionContext.session.kernel;
+            const [info, spec] = await within(Promise.all([kernel.info, kernel.spec]), seconds,
+                                              'the kernel info and spec');
+            const same = (a, b) => a && b && typeof a === 'object' && typeof b === 'object'
+                ? Object.keys(a).length === Object.keys(b).length
+                    && Object.keys(a).every((key) => same(a[key], b[key]))
+                : a === b;
+            const applied = new Promise((resolve) => {
+                const check = () => {
+                    const kernelspec = model.getMetadata('kernelspec') || {};
+                    const done = same(model.getMetadata('language_info'), info.language_info)
+                        && kernelspec.name === kernel.name
+                        && kernelspec.display_name === spec.display_name;
+                    done ? resolve() : setTimeout(check, 50);
+                };
+                check();
+            });
+            await within(applied, seconds, 'JupyterLab applying the kernel metadata');
+            return {dirty: model.dirty, metadata: model.toJSON().metadata};
+        }""",
+        STEP_SECONDS,
     )
 
 

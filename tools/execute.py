@@ -4,9 +4,11 @@
     python -m tools.execute notebooks/04_reconciliation.ipynb
 
 The kernels never see TYPESAFE_API_KEY: stored outputs come from the recording (`make record` is
-the live path). Outputs are stored without timings, and the notebook metadata is reduced to what
-does not depend on the machine, so a re-run on another machine leaves `git diff` empty. At the end
-it prints the headline results the notebooks produced.
+the live path). Outputs are stored without timings. The notebook's metadata holds what JupyterLab
+writes there as it opens the notebook: KERNELSPEC, and the kernel's own language_info, which in
+the collection holds no Python version (dev/memorybook_dev/ipython_kernel_config.py). So opening
+a notebook does not mark it changed, and a re-run on another machine or on another Python leaves
+`git diff` empty. At the end it prints the headline results the notebooks produced.
 
 A notebook is written only once it has run to its end, all at once (through a temporary file
 beside it): a full disk, a read-only folder or Ctrl-C leave every notebook as it was, and say so
@@ -52,6 +54,9 @@ KERNEL_TIMEOUT = 120  # seconds a single cell may take
 # every notebook uses, and matplotlib (half a second more) where the notebook draws a chart.
 WARM_UP = "import typesafe_sdk"
 WARM_UP_CHARTS = "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot"
+# The kernelspec JupyterLab writes into a notebook once its kernel starts: the kernel's name, and
+# the display name and language of ipykernel's own spec (the same on every Python 3).
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def warm_up_code(notebook: nbformat.NotebookNode) -> str:
@@ -93,8 +98,8 @@ def execute(path: Path, cells_wait_for: Future | None = None,
             await asyncio.get_running_loop().run_in_executor(None, cells_wait_for.result)
 
         client.on_notebook_start = warm_up_then_wait
-    client.execute()
-    notebook.metadata["language_info"] = {"name": "python"}
+    client.execute()  # it stores the kernel's language_info in the notebook's metadata
+    notebook.metadata["kernelspec"] = dict(KERNELSPEC)
     return notebook
 
 
