@@ -152,9 +152,8 @@ def damaged_recording(shell, frames: list) -> RecordingError | None:
     except RecordingError as error:
         return error
     asked = next((f.f_locals for f in reversed(frames) if f.f_code.co_name == "ask"), None)
-    request_json = shell.user_ns.get("request_json")
     model = shell.user_ns.get("TYPESAFE_MODEL")
-    if asked is None or not callable(request_json) or not isinstance(model, str):
+    if asked is None or not isinstance(model, str):
         return None
     try:
         state_json, questions_json = request_json(asked["state"], asked["questions"])
@@ -170,11 +169,18 @@ def damaged_recording(shell, frames: list) -> RecordingError | None:
     return None
 
 
+def request_json(state: dict, questions: dict) -> tuple[str, str]:
+    """The JSON text of a request's state and questions, as ask() files them in the cache."""
+    return json.dumps(state), json.dumps({
+        question_id: question.model_dump(mode="json", exclude_none=True)
+        for question_id, question in questions.items()})
+
+
 def threshold_the_gate_reads(shell):
-    """REMEMBER_AT where the gate this kernel holds reads it (notebook 1's own cells, or its
-    module); None without a gate, and replay then reads the module's."""
-    gate = shell.user_ns.get("worth_keeping")
-    return getattr(gate, "__globals__", {}).get("REMEMBER_AT") if callable(gate) else None
+    """REMEMBER_AT where the wrapper this kernel holds reads it (notebook 1's own cells, or
+    its module); None without a wrapper, and replay then reads the module's."""
+    wrapper = shell.user_ns.get("ask_with_memory")
+    return getattr(wrapper, "__globals__", {}).get("REMEMBER_AT") if callable(wrapper) else None
 
 
 class RefuseSettingsWithoutEffect(ast.NodeTransformer):
