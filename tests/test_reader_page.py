@@ -20,10 +20,24 @@ import textwrap
 import nbformat
 
 from memorybook.config import RECORDING_PATH
-from memorybook.memory_system import DATA
 from tests.helpers import NOTEBOOKS, REPO_ROOT
-from tools.export import pattern_script
 from tools.loopback_server import closed_port
+from tools.pattern import pattern_code, pattern_script
+
+NOTEBOOK_1 = NOTEBOOKS[0]
+
+
+def notebook_1_code() -> list[str]:
+    """The sources of notebook 1's code cells, in order."""
+    return [cell.source for cell in nbformat.read(NOTEBOOK_1, as_version=4).cells
+            if cell.cell_type == "code"]
+
+
+def notebook_1_data() -> dict:
+    """The tickets notebook 1 defines, `DATA = {...}`, read from its cell without running it."""
+    [data] = [node.value for source in notebook_1_code() for node in ast.parse(source).body
+              if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "DATA"]
+    return ast.literal_eval(data)
 
 # The official page's own way of building states: its argument order and its ticket numbers.
 OFFICIAL_STATES = textwrap.dedent("""
@@ -71,9 +85,9 @@ def test_the_pattern_cells_alone_reproduce_the_published_result(tmp_path):
     recording = folder / "json_cache" / "json_cache.json"
     shutil.copyfile(RECORDING_PATH, recording)
     before = hashlib.sha256(recording.read_bytes()).hexdigest()
-    data = json.dumps(DATA)
+    data = json.dumps(notebook_1_data())
     script = folder / "app.py"
-    script.write_text(pattern_script() + OFFICIAL_STATES.format(data=data), encoding="utf-8")
+    script.write_text(pattern_code() + OFFICIAL_STATES.format(data=data), encoding="utf-8")
 
     # No key, and an endpoint that refuses: a call the recording lacked would fail.
     with closed_port() as refusing_url:
@@ -113,12 +127,15 @@ def test_a_pattern_cell_says_so_in_its_first_line_and_only_a_pattern_cell_does()
 
 
 def test_the_pattern_covers_what_an_app_needs_in_reading_order():
-    defined = [node.name if not isinstance(node, ast.Assign) else node.targets[0].id
-               for node in ast.parse(pattern_script()).body
-               if isinstance(node, ast.FunctionDef | ast.ClassDef)
-               or (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name))]
+    defined = []
+    for node in ast.parse(pattern_code()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            defined.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            defined += [target.id] if isinstance(target, ast.Name) else []
     needed = ["REMEMBER_AT", "MEMORY_KEY", "client", "json_cache", "ROUTE", "ask", "as_memory",
-              "GATE", "worth_keeping", "MEMORIES", "ask_with_memory"]
+              "GATE", "remember_probability", "MEMORIES", "customer_id", "ask_with_memory"]
     assert [name for name in defined if name in needed] == needed, (
         f"notebook 1's pattern cells must define {needed}, in that order; they define "
         f"{[name for name in defined if name in needed]}")
