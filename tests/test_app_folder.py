@@ -1,9 +1,10 @@
 """Notebook 1 and its pattern in a reader's own folder: what an app that copies them gets.
 
 Notebook 1 is the whole technique on one page. Copied alone beside the recording it must run in a
-fresh kernel with no key and show both headline results. The pattern it teaches, run as an app's
-script with tickets the recording lacks, must stop before any connection without a key, and with
-one keep every paid answer in a cache file (and folder) it creates.
+fresh kernel with no key and show both headline results; with a threshold the recording does not
+replay, its first miss names the threshold. The pattern it teaches, run as an app's script with
+tickets the recording lacks, must stop before any connection without a key, and with one keep
+every paid answer in a cache file (and folder) it creates.
 """
 
 from __future__ import annotations
@@ -88,6 +89,28 @@ def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
         "notebook 1 replaying with no key changed the recording beside it")
     assert sorted(p.name for p in folder.rglob("*")) == [
         NOTEBOOK_1.name, "json_cache", "json_cache.json"], "notebook 1 wrote files beside itself"
+
+
+def test_notebook_1_alone_names_a_threshold_the_recording_does_not_replay(tmp_path):
+    folder, notebook = notebook_1_alone(tmp_path)
+    [settings] = [cell for cell in notebook.cells
+                  if cell.source.startswith("# pattern: the settings")]
+    settings.source, edits = re.subn(r"(?m)^REMEMBER_AT = 0\.5\b", "REMEMBER_AT = 1",
+                                     settings.source)
+    assert edits == 1, "notebook 1's settings cell must set `REMEMBER_AT = 0.5`"
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(folder)}})
+    with pytest.raises(CellExecutionError):
+        client.execute(env={"PATH": "/usr/bin:/bin"})  # no key, outside the collection
+    [error] = [output for cell in notebook.cells for output in cell.get("outputs", [])
+               if output.output_type == "error"]
+    assert error.ename == "NotInCacheError", f"{error.ename}: {error.evalue}"
+    assert "Likely cause: REMEMBER_AT is 1," in error.evalue and (
+        "0.03 < REMEMBER_AT <= 0.96" in error.evalue), (
+        "notebook 1 run alone with REMEMBER_AT = 1 must name the threshold as the likely cause "
+        f"of its first miss (why_not_cached() in its `ask(), cached` cell): {error.evalue}")
+    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING
 
 
 # An app's own ticket, which no recording holds, sent through the copied pattern.

@@ -1,5 +1,8 @@
-"""The reader's page: the pattern copies out in one piece, and the way in stays short.
+"""The reader's page: as light as the official page, the pattern copies out in one piece, and
+the way in stays short.
 
+Notebook 1 is the official page's technique at about its size (222 non-blank code lines, the
+wrapper and its dict 13), plus what the collection adds for a reader; what it defines, it uses.
 The cells tagged `pattern` are what an app copies. Run alone, in a folder holding nothing but the
 recording, with no key and nothing from this repository importable, they must reproduce the
 official result. The word budgets keep the notebooks and the README quicker to learn from than
@@ -139,6 +142,71 @@ def test_the_pattern_covers_what_an_app_needs_in_reading_order():
     assert [name for name in defined if name in needed] == needed, (
         f"notebook 1's pattern cells must define {needed}, in that order; they define "
         f"{[name for name in defined if name in needed]}")
+
+
+# The official page holds 222 non-blank code lines, of which its dict of memories, customer_id()
+# and ask_with_memory() take 13; notebook 1 adds keyless replay and misses that explain themselves.
+CODE_LINES_AT_MOST = 245
+WRAPPER = ("MEMORIES", "customer_id", "ask_with_memory")
+WRAPPER_LINES_AT_MOST = 20
+
+
+def non_blank_lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def bound_names(statements: list[ast.stmt]) -> list[tuple[str, ast.stmt]]:
+    """What these statements bind at the top level of a cell, each with its statement: functions,
+    classes, imports and assigned names, inside `if`, `for`, `with` and `try` blocks too (not
+    inside functions or classes)."""
+    found: list[tuple[str, ast.stmt]] = []
+    for node in statements:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.append((node.name, node))
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found += [((alias.asname or alias.name).split(".")[0], node) for alias in node.names]
+        targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target],
+                   ast.AugAssign: lambda n: [n.target], ast.For: lambda n: [n.target]}
+        for kind, of in targets.items():
+            if isinstance(node, kind):
+                found += [(name.id, node) for target in of(node) for name in ast.walk(target)
+                          if isinstance(name, ast.Name)]
+        for block in ("body", "orelse", "finalbody"):
+            found += bound_names(getattr(node, block, []))
+        for handler in getattr(node, "handlers", []):
+            found += bound_names(handler.body)
+    return found
+
+
+def test_notebook_1_is_about_the_size_of_the_official_page():
+    code = notebook_1_code()
+    lines = sum(non_blank_lines(source) for source in code)
+    wrapper = {name: non_blank_lines(ast.get_source_segment(source, node))
+               for source in code for name, node in bound_names(ast.parse(source).body)
+               if name in WRAPPER}
+    print(f"\nnotebook 1: {lines} non-blank code lines (at most {CODE_LINES_AT_MOST}); "
+          f"{', '.join(WRAPPER)}: {sum(wrapper.values())} (at most {WRAPPER_LINES_AT_MOST})")
+    assert sorted(wrapper) == sorted(WRAPPER), (
+        f"notebook 1 must define {WRAPPER} (a dict of memories, as the official page keeps "
+        f"them); it defines {sorted(wrapper)}")
+    assert lines <= CODE_LINES_AT_MOST, (
+        f"notebook 1's code cells hold {lines} non-blank lines, more than {CODE_LINES_AT_MOST} "
+        "(the official page has 222): move what the page does not need into memorybook/")
+    assert sum(wrapper.values()) <= WRAPPER_LINES_AT_MOST, (
+        f"notebook 1's {', '.join(WRAPPER)} take {wrapper} non-blank lines, more than "
+        f"{WRAPPER_LINES_AT_MOST} together (the official page: 13): keep them as plain")
+
+
+def test_notebook_1_uses_everything_it_defines():
+    trees = [ast.parse(source) for source in notebook_1_code()]
+    defined = {name for tree in trees for name, _ in bound_names(tree.body)}
+    used = {node.id for tree in trees for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    unused = sorted(defined - used)
+    assert unused == [], (
+        f"notebook 1 defines {unused} and never uses them: remove them from its cells (what "
+        "later notebooks or an app need lives in memorybook/)")
 
 
 def words(text: str) -> int:
