@@ -8,7 +8,7 @@ INSTALLED := $(VENV)/.installed
 AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock upgrade run test lab lint export pattern recording record record-calls \
+.PHONY: help setup lock upgrade run test lab lint pattern recording record record-calls \
 	record-dry-run \
 	accept-recording benchmark serve clean
 
@@ -105,11 +105,8 @@ lab: $(INSTALLED) ## Open the notebooks in JupyterLab
 lint: $(INSTALLED) ## ruff on the code and the notebooks
 	$(BIN)/ruff check .
 
-export: $(INSTALLED) ## Write the code the notebooks teach into memorybook/ (after editing a notebook)
-	$(BIN)/python -m tools.export
-
-pattern: $(INSTALLED) ## Print the cells tagged `pattern` (the code to copy) as one script
-	@$(BIN)/python -m tools.export --pattern
+pattern: $(INSTALLED) ## Print notebook 1's pattern as one script (run beside the recording: 3/6, then 6/6)
+	@$(BIN)/python -m tools.pattern
 
 recording: $(INSTALLED) ## Rebuild json_cache/ from data/published_figures.csv
 	$(BIN)/python -m tools.build_recording

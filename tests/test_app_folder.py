@@ -1,9 +1,10 @@
 """Notebook 1 and its pattern in a reader's own folder: what an app that copies them gets.
 
 Notebook 1 is the whole technique on one page. Copied alone beside the recording it must run in a
-fresh kernel with no key and show both headline results. The pattern it teaches, run as an app's
-script with tickets the recording lacks, must stop before any connection without a key, and with
-one keep every paid answer in a cache file (and folder) it creates.
+fresh kernel with no key and show both headline results; with a threshold the recording does not
+replay, its first miss names the threshold. The pattern it teaches, run as an app's script with
+tickets the recording lacks, must stop before any connection without a key, and with one keep
+every paid answer in a cache file (and folder) it creates.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -28,12 +30,11 @@ from tests.helpers import (
     NOTEBOOKS,
     REPO_ROOT,
     decode,
-    fresh_memory_system,
     notebook,
     stdout_text,
 )
-from tools.export import pattern_script
 from tools.loopback_server import LoopbackSystemOne
+from tools.pattern import pattern_code
 
 FROM_THE_REPOSITORY = ("memorybook", "memorybook_dev", "tools", "tests")
 NOTEBOOK_1 = NOTEBOOKS[0]
@@ -57,12 +58,17 @@ def test_notebook_1_imports_nothing_from_this_repository():
         "recording: define that code in notebook 1 itself")
 
 
-def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
+def notebook_1_alone(tmp_path) -> tuple[Path, nbformat.NotebookNode]:
+    """Notebook 1 copied into a folder of its own beside the recording, and read back."""
     folder = tmp_path / "my_app"
     (folder / "json_cache").mkdir(parents=True)
     shutil.copyfile(RECORDING_PATH, folder / "json_cache" / "json_cache.json")
     shutil.copyfile(NOTEBOOK_1, folder / NOTEBOOK_1.name)
-    notebook = nbformat.read(folder / NOTEBOOK_1.name, as_version=4)
+    return folder, nbformat.read(folder / NOTEBOOK_1.name, as_version=4)
+
+
+def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
+    folder, notebook = notebook_1_alone(tmp_path)
     notebook.cells.append(nbformat.v4.new_code_cell(
         "import sys\n"
         f"print('from the repository:', sorted(m for m in sys.modules "
@@ -83,6 +89,28 @@ def test_notebook_1_alone_beside_the_recording_shows_both_results(tmp_path):
         "notebook 1 replaying with no key changed the recording beside it")
     assert sorted(p.name for p in folder.rglob("*")) == [
         NOTEBOOK_1.name, "json_cache", "json_cache.json"], "notebook 1 wrote files beside itself"
+
+
+def test_notebook_1_alone_names_a_threshold_the_recording_does_not_replay(tmp_path):
+    folder, notebook = notebook_1_alone(tmp_path)
+    [settings] = [cell for cell in notebook.cells
+                  if cell.source.startswith("# pattern: the settings")]
+    settings.source, edits = re.subn(r"(?m)^REMEMBER_AT = 0\.5\b", "REMEMBER_AT = 1",
+                                     settings.source)
+    assert edits == 1, "notebook 1's settings cell must set `REMEMBER_AT = 0.5`"
+    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
+                            shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(folder)}})
+    with pytest.raises(CellExecutionError):
+        client.execute(env={"PATH": "/usr/bin:/bin"})  # no key, outside the collection
+    [error] = [output for cell in notebook.cells for output in cell.get("outputs", [])
+               if output.output_type == "error"]
+    assert error.ename == "NotInCacheError", f"{error.ename}: {error.evalue}"
+    assert "Likely cause: REMEMBER_AT is 1," in error.evalue and (
+        "0.03 < REMEMBER_AT <= 0.96" in error.evalue), (
+        "notebook 1 run alone with REMEMBER_AT = 1 must name the threshold as the likely cause "
+        f"of its first miss (why_not_cached() in its `ask(), cached` cell): {error.evalue}")
+    assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING
 
 
 # An app's own ticket, which no recording holds, sent through the copied pattern.
@@ -117,8 +145,9 @@ def run_app(folder, **env: str) -> subprocess.CompletedProcess:
 
 def test_without_a_key_a_call_the_cache_lacks_stops_at_once_naming_key_and_file(tmp_path):
     folder = tmp_path / "app"
-    folder.mkdir()
-    (folder / "app.py").write_text(pattern_script() + APP, encoding="utf-8")
+    (folder / "json_cache").mkdir(parents=True)
+    shutil.copyfile(RECORDING_PATH, folder / "json_cache" / "json_cache.json")
+    (folder / "app.py").write_text(pattern_code() + APP, encoding="utf-8")
     with LoopbackSystemOne({}, answer_with=synthetic_answer) as server:
         result = run_app(folder, TYPESAFE_ENDPOINT=server.base_url)
         sent = len(server.requests)
@@ -141,34 +170,15 @@ def test_without_a_key_a_call_the_cache_lacks_stops_at_once_naming_key_and_file(
     assert len(result.stderr.splitlines()) <= 16, result.stderr
     assert "httpx" not in result.stderr and "typesafe_sdk" not in result.stderr, (
         "a keyless miss went as far as the HTTP client: `_system_one` must raise before it")
-    assert sorted(p.name for p in folder.iterdir()) == ["app.py"], "nothing was written"
-
-
-def test_make_pattern_ends_with_an_example_that_runs_as_printed_beside_the_recording(
-        tmp_path, monkeypatch):
-    printed = subprocess.run([sys.executable, "-m", "tools.export", "--pattern"],
-                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
-    assert printed.returncode == 0, printed.stderr
-    last = printed.stdout.rstrip().splitlines()[-1]
-    assert last == 'print(ask_with_memory(state, ROUTE).answers["team"].choice)', (
-        f"`make pattern` must end with an example of calling the wrapper (pattern_example() in "
-        f"tools/export.py); it ends with {last!r}")
-    folder = tmp_path / "app"
-    (folder / "json_cache").mkdir(parents=True)
-    shutil.copyfile(RECORDING_PATH, folder / "json_cache" / "json_cache.json")
-    (folder / "app.py").write_text(printed.stdout, encoding="utf-8")
-    result = run_app(folder)
-    assert result.returncode == 0, f"`make pattern`'s example fails as printed:\n{result.stderr}"
-    notebook_1 = fresh_memory_system(monkeypatch)
-    recorded = notebook_1.ask(notebook_1.EARLIER[0], notebook_1.ROUTE).answers["team"].choice
-    assert result.stdout == f"{recorded}\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["app.py", "json_cache"], (
+        "nothing was written")
     assert (folder / "json_cache" / "json_cache.json").read_bytes() == COMMITTED_RECORDING
 
 
 def test_with_a_key_each_answer_is_kept_in_a_cache_the_app_did_not_have(tmp_path):
     folder = tmp_path / "app"
     folder.mkdir()
-    (folder / "app.py").write_text(pattern_script() + APP, encoding="utf-8")
+    (folder / "app.py").write_text(pattern_code() + APP, encoding="utf-8")
     with LoopbackSystemOne({}, answer_with=synthetic_answer) as server:
         live = run_app(folder, TYPESAFE_ENDPOINT=server.base_url, TYPESAFE_API_KEY="sk-app")
         sent_live = len(server.requests)

@@ -127,7 +127,7 @@ def test_adding_a_notebook_as_the_recipe_says_changes_only_it_and_the_readme(tmp
 
     checked = pytest_in(
         tree, "tests/test_contributing.py", "tests/test_notebooks_committed.py",
-        "tests/test_reader_page.py", "tests/test_export.py", "tests/test_app_folder.py",
+        "tests/test_reader_page.py", "tests/test_pattern.py", "tests/test_app_folder.py",
         "-k", f"not (alone_beside or with_a_key or without_a_key or opened_alone) "
               f"or {name[:2]}]", f"notebooks/{name}")
     assert checked.returncode == 0, (

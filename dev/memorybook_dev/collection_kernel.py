@@ -28,6 +28,7 @@ from memorybook.api_errors import LiveCallFailed, describe_api_failure
 from memorybook.config import API_KEY_ENV, replay_only_reason
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key, cooksafe_key, system_one_request
+from memorybook.jev import request_json
 from memorybook.replay import explain_miss
 
 # The collection's recording, as notebook 1 finds it from notebooks/: json_cache/ one folder up
@@ -144,9 +145,8 @@ def damaged_recording(shell, frames: list) -> RecordingError | None:
     except RecordingError as error:
         return error
     asked = next((f.f_locals for f in reversed(frames) if f.f_code.co_name == "ask"), None)
-    request_json = shell.user_ns.get("request_json")
     model = shell.user_ns.get("TYPESAFE_MODEL")
-    if asked is None or not callable(request_json) or not isinstance(model, str):
+    if asked is None or not isinstance(model, str):
         return None
     try:
         state_json, questions_json = request_json(asked["state"], asked["questions"])

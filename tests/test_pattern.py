@@ -1,0 +1,121 @@
+"""The script `make pattern` prints: notebook 1's pattern, silent when imported, the headline when
+run.
+
+A reader copies it into a folder of their own. Imported, it defines the wrapper and sends
+nothing; run beside the recording (json_cache/json_cache.json), with no key, it prints the probe
+table and the six-message comparison, 3/6 then 6/6. Where the recording is not there, or the
+threshold is one the recording does not replay, the first call that misses says so.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memorybook.config import RECORDING_PATH
+from tests.helpers import COMMITTED_RECORDING, PUBLISHED, REPO_ROOT
+from tools.loopback_server import LoopbackSystemOne, closed_port
+
+HEADLINE = "Expected routes: 3/6 without memory, 6/6 with memory."
+
+
+@pytest.fixture(scope="module")
+def printed_script() -> str:
+    """What `make pattern` prints (its command, `python -m tools.pattern`)."""
+    printed = subprocess.run([sys.executable, "-m", "tools.pattern"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    return printed.stdout
+
+
+def readers_folder(tmp_path: Path, script: str, recording: bool = True) -> Path:
+    """A folder of the reader's own: the script as memory_pattern.py, and the recording."""
+    folder = tmp_path / "app"
+    folder.mkdir()
+    (folder / "memory_pattern.py").write_text(script, encoding="utf-8")
+    if recording:
+        (folder / "json_cache").mkdir()
+        shutil.copyfile(RECORDING_PATH, folder / "json_cache" / "json_cache.json")
+    return folder
+
+
+def python_in(folder: Path, *arguments: str, **env: str) -> subprocess.CompletedProcess:
+    """Python in `folder` as a reader runs it: no key unless given, nothing of this repository
+    on the path (the folder is; -s leaves out the user's site-packages)."""
+    return subprocess.run([sys.executable, "-s", *arguments], cwd=folder, capture_output=True,
+                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", **env})
+
+
+def test_importing_the_script_prints_nothing_and_sends_nothing(tmp_path, printed_script):
+    # No recording and a key: any call the import made would reach the server.
+    folder = readers_folder(tmp_path, printed_script, recording=False)
+    with LoopbackSystemOne({}) as server:
+        imported = python_in(folder, "-B", "-c", "import memory_pattern",
+                             TYPESAFE_API_KEY="sk-reader", TYPESAFE_ENDPOINT=server.base_url)
+        sent = len(server.requests)
+    assert imported.returncode == 0, imported.stderr
+    assert (imported.stdout, imported.stderr, sent) == ("", "", 0), (
+        "importing the script `make pattern` prints must print nothing and send nothing: "
+        "notebook 1's cells tagged `example` go under `if __name__ == \"__main__\":` "
+        f"(tools/pattern.py), its `pattern` cells only define; printed {imported.stdout!r}, "
+        f"{imported.stderr!r}, sent {sent} requests")
+    assert sorted(path.name for path in folder.iterdir()) == ["memory_pattern.py"]
+
+
+def test_run_beside_the_recording_the_script_prints_the_headline(tmp_path, printed_script):
+    folder = readers_folder(tmp_path, printed_script)
+    with closed_port() as refusing_url:  # a call the recording lacked would fail
+        ran = python_in(folder, "-B", "memory_pattern.py", TYPESAFE_ENDPOINT=refusing_url)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    for published in ("first_ticket.txt", "baseline.txt", "probe_table.txt",
+                      "reconciliation_table.txt"):
+        expected = (PUBLISHED / published).read_text(encoding="utf-8")
+        assert expected in ran.stdout, (
+            f"the script `make pattern` prints, run beside the recording, must print "
+            f"tests/published/{published}: tag the notebook 1 cell that prints it `example`")
+    assert ran.stdout.rstrip().endswith(HEADLINE), ran.stdout[-500:]
+    recording = folder / "json_cache" / "json_cache.json"
+    assert recording.read_bytes() == COMMITTED_RECORDING, "a replay changed the recording"
+    assert sorted(path.name for path in folder.rglob("*")) == [
+        "json_cache", "json_cache.json", "memory_pattern.py"], "the replay wrote files"
+
+
+def last_line(ran: subprocess.CompletedProcess) -> str:
+    assert ran.returncode == 1, f"the script did not stop: {ran.stdout[-500:]}{ran.stderr}"
+    return ran.stderr.strip().splitlines()[-1]
+
+
+def test_without_its_recording_the_script_says_the_file_is_not_there_and_where_to_get_it(
+        tmp_path, printed_script):
+    folder = readers_folder(tmp_path, printed_script, recording=False)
+    stopped = last_line(python_in(folder, "-B", "memory_pattern.py"))
+    looked = (folder / "json_cache" / "json_cache.json").resolve()
+    assert stopped.startswith(f"NotInCacheError: {looked} is not there"), (
+        "a keyless call with no cache file must say the file is not there, at its absolute "
+        f"path (why_not_cached() in notebook 1's `ask(), cached` cell): {stopped}")
+    assert "copy the collection's json_cache/json_cache.json there" in stopped, (
+        f"the miss must say where to get the recording: {stopped}")
+    assert "has no answer" not in stopped and "nothing was sent" in stopped, stopped
+    assert sorted(path.name for path in folder.iterdir()) == ["memory_pattern.py"]
+
+
+@pytest.mark.parametrize("threshold", ["1", "0.02"])
+def test_a_threshold_the_recording_does_not_replay_is_named_by_the_script(
+        tmp_path, printed_script, threshold):
+    script, edits = re.subn(r"(?m)^REMEMBER_AT = 0\.5\b", f"REMEMBER_AT = {threshold}",
+                            printed_script)
+    assert edits == 1, "the script must set REMEMBER_AT = 0.5 once (notebook 1's settings)"
+    folder = readers_folder(tmp_path, script)
+    stopped = last_line(python_in(folder, "-B", "memory_pattern.py"))
+    assert stopped.startswith("NotInCacheError: json_cache/json_cache.json has no answer"), (
+        stopped)
+    assert f"Likely cause: REMEMBER_AT is {threshold}," in stopped and (
+        "0.03 < REMEMBER_AT <= 0.96" in stopped), (
+        "a miss under a threshold that does not replay the recorded run must name the "
+        f"threshold as its likely cause (why_not_cached() in notebook 1): {stopped}")
+    assert "playground#share/" in stopped, stopped
