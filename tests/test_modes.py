@@ -10,7 +10,7 @@ import json
 import pytest
 
 import memorybook
-from memorybook import ConfigError, Jev, MemorybookError, Mode, RecordingMissError
+from memorybook import ConfigError, MemorybookError, Mode, RecordingMissError
 from memorybook.config import RECORDING_PATH
 from memorybook.example import ROUTE, later_state
 from tests.helpers import COMMITTED_RECORDING, fresh_jev

@@ -26,9 +26,9 @@ from types import TracebackType
 
 from memorybook.api_errors import LiveCallFailed, describe_api_failure
 from memorybook.config import API_KEY_ENV, replay_only_reason
+from memorybook.jev import request_json
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key, cooksafe_key, system_one_request
-from memorybook.jev import request_json
 from memorybook.replay import explain_miss
 
 # The collection's recording, as notebook 1 finds it from notebooks/: json_cache/ one folder up
