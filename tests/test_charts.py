@@ -6,7 +6,7 @@ each of them passes this check; the tests here prove the check itself catches wh
 
 import pytest
 
-from memorybook.charts import ChartLayoutError, new_figure, show_figure, text_problems
+from memorybook_dev.charts import ChartLayoutError, new_figure, show_figure, text_problems
 
 
 def test_a_clean_chart_has_no_problems():

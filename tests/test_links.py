@@ -3,8 +3,7 @@
 import json
 import re
 
-from memorybook.config import RECORDING_PATH
-from memorybook.memory_system import TYPESAFE_MODEL
+from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.recording import cache_key, memory_ids_in, read_recording
 from tests.helpers import LINK, decode, markdown_outputs, notebook
 

@@ -1,8 +1,9 @@
 """The live transport against servers that misbehave on the wire: slow, huge, or in the way.
 
-Each test makes one call through the collection's own client (`collection_client()`) to a server
-on 127.0.0.1 that this file starts and always stops. Deadlines are short (1-2 s) and checked with
-a stated margin of 1 s, for a loaded machine.
+Each test makes one call through a `Jev` in live mode, as an app with a key makes it (its client
+and transport: memorybook/transport.py), to a server on 127.0.0.1 that this file starts and
+always stops. Deadlines are short (1-2 s) and checked with a stated margin of 1 s, for a loaded
+machine.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typesafe_sdk import Noul, TypeSafeError
 
 from memorybook.api_errors import AnswerRefusedError, CallTimeoutError, describe_api_failure
 from memorybook.config import MAX_TIMEOUT_SECONDS, RECORDING_PATH
-from memorybook.transport import MAX_ANSWER_BYTES, collection_client
+from memorybook.jev import Jev
+from memorybook.transport import MAX_ANSWER_BYTES
 from tests.helpers import MARGIN_SECONDS
 from tools.loopback_server import LoopbackSystemOne
 
@@ -35,6 +37,8 @@ Handler = Callable[[socket.socket, threading.Event], None]
 def live(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
     monkeypatch.setenv("MEMORYBOOK_LIVE_IN_CI", "1")
+    for name in ("MEMORYBOOK_RECORDING", "MEMORYBOOK_RECORD_MODE"):  # live: no recording
+        monkeypatch.delenv(name, raising=False)
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
                  "MEMORYBOOK_ALLOW_PLAIN_HTTP"):
         monkeypatch.delenv(name, raising=False)
@@ -42,14 +46,13 @@ def live(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def call(monkeypatch: pytest.MonkeyPatch, base_url: str, seconds: float) -> tuple[object, float]:
-    """One call through the collection's client: its answer or error, and the seconds it took."""
+    """One call through a live Jev: its answer or error, and the seconds it took."""
     monkeypatch.setenv("TYPESAFE_ENDPOINT", base_url)
     monkeypatch.setenv("MEMORYBOOK_TIMEOUT_SECONDS", str(seconds))
-    client = collection_client()
+    jev = Jev(mode="live")  # its client is made at the first call, from the settings above
     started = time.monotonic()
     try:
-        outcome: object = client.system_one(state={"ticket": {"subject": "Invoice"}},
-                                            questions=QUESTIONS, model="jev-1.14.0")
+        outcome: object = jev.ask({"ticket": {"subject": "Invoice"}}, QUESTIONS)
     except TypeSafeError as error:
         outcome = error
     return outcome, time.monotonic() - started

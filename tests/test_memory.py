@@ -1,8 +1,9 @@
-"""The in-kernel memories (notebook 1) and the stores (notebook 6) are interchangeable."""
+"""The in-process memories (memorybook.memory) and the stores (notebook 6) are interchangeable."""
 
 import pytest
 
-from memorybook.memory_system import EARLIER, InMemoryMemories, ticket_id_of
+from memorybook.example import EARLIER
+from memorybook.memory import InMemoryMemories, ticket_id_of
 from memorybook.store import Memories, MemoryStore
 
 

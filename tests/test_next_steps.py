@@ -1,4 +1,5 @@
-"""Notebook 8's next steps: their logic, live against a loopback server, and their links.
+"""Notebook 7's next steps (memorybook/next_steps.py): their logic, live against a loopback
+server, and their links.
 
 The loopback server here gives SYNTHETIC answers by one fixed rule, so that a test decides what
 "Jev" says; they are never Jev's, never recorded anywhere but a scratch folder, and never reach a
@@ -17,20 +18,14 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import TypeVar
 
 import pytest
 
-from memorybook.config import RECORDING_PATH
-from memorybook.memory_system import (
-    EARLIER,
-    ROUTE,
-    TYPESAFE_MODEL,
-    InMemoryMemories,
-    later_state,
-    ticket_id_of,
-)
+from memorybook import next_steps
+from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.example import EARLIER, ROUTE, later_state
+from memorybook.memory import InMemoryMemories, ticket_id_of
 from memorybook.recording import memory_ids_in
 from memorybook.store import MAX_MEMORY_BYTES, open_store
 from tests import helpers
@@ -39,7 +34,6 @@ from tests.helpers import (
     LINK,
     REPO_ROOT,
     decode,
-    fresh_module,
     markdown_outputs,
     notebook,
     stdout_text,
@@ -85,15 +79,18 @@ def memory_like(index: int, ticket: str, text: str) -> dict:
 
 
 def run_live(server: LoopbackSystemOne, tmp_path: Path, monkeypatch,
-             steps_used: Callable[[ModuleType], T]) -> T:
-    """Call `steps_used` with notebook 7's steps, fresh in this process, live against the server;
-    the official recording is a scratch copy, and only the next steps' own file is written."""
+             steps_used: Callable[..., T]) -> T:
+    """Call `steps_used` with notebook 7's steps, live against the server; the official recording
+    is a scratch copy, and only the next steps' own file is written."""
     recordings = tmp_path / "recordings"
     recordings.mkdir()
     official = recordings / "json_cache.json"
     shutil.copyfile(RECORDING_PATH, official)
-    helpers.live_memory_system(monkeypatch, server.base_url, "dummy", official)
-    result = steps_used(fresh_module(monkeypatch, "memorybook.next_steps"))
+    helpers.live_jev(monkeypatch, server.base_url, "dummy", official)  # next_steps_jev() anew
+    # next_steps.json beside the recording in use, as importing next_steps in a process with
+    # $MEMORYBOOK_RECORDING set fixes it (the module is imported once here, before that)
+    monkeypatch.setattr(next_steps, "NEXT_STEPS_RECORDING", recordings / "next_steps.json")
+    result = steps_used(next_steps)
     assert official.read_bytes() == COMMITTED_RECORDING, "the official recording was written"
     assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING
     written = sorted(p.name for p in recordings.iterdir() if not p.name.endswith(".lock"))
@@ -203,7 +200,6 @@ def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path, monkeypat
 def test_the_apps_reply_names_the_team_only_when_no_memory_could_have_chosen_it():
     from typesafe_sdk import SystemOneResponse
 
-    from memorybook.memory_system import EARLIER
     from memorybook.next_steps import routing_reply
 
     routed = SystemOneResponse.model_validate({
@@ -234,21 +230,15 @@ def test_the_threshold_follows_the_stated_costs_and_is_checked_on_held_out_pairs
 
 
 def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
-    from memorybook.memory_system import (
-        DATA,
-        EARLIER,
-        ROUTE,
-        InMemoryMemories,
-        ask_with_memory,
-        later_state,
-        remember_earlier_tickets,
-        request_json,
-    )
+    from memorybook.example import DATA, ask
+    from memorybook.experiments import remember_earlier_tickets
+    from memorybook.jev import request_json
     from memorybook.next_steps import (
         gate_request_with_reply,
         relevance_requests,
         supersede_requests,
     )
+    from memorybook.wrapper import ask_with_memory
 
     memories = InMemoryMemories()
     remember_earlier_tickets(memories)
@@ -259,7 +249,7 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
     memories = InMemoryMemories()
     for state in EARLIER:
         sent = memories.recall(state["customer"]["id"])
-        response = ask_with_memory(state, ROUTE, memories)
+        response = ask_with_memory(state, ROUTE, memories, ask=ask)
         expected.append(gate_request_with_reply(state, ROUTE, response, sent))
     links = [url for text in markdown_outputs(notebook("07")) for _, url in LINK.findall(text)]
     assert len(links) == len(expected) == 12

@@ -1,17 +1,34 @@
-"""A miss names the gate's threshold in use, read from where the collection registered it."""
+"""A miss caused by the gate's threshold names it: the wrappers and the experiments take
+`remember_at=` and, when it is not the recorded run's 0.5, put it first among the likely causes
+of a miss whose memories differ from the recorded call's. Notebook 1 run alone names its own
+REMEMBER_AT through the collection's kernel (tests/test_reader_path.py runs that)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
+import io
+
 import pytest
 
+from memorybook.config import REMEMBER_AT
+from memorybook.example import EARLIER, ROUTE
+from memorybook.example import ask as example_ask
+from memorybook.example import ask_async as example_ask_async
+from memorybook.experiments import probe_experiment, remember_earlier_tickets
+from memorybook.gates import PendingGates
+from memorybook.memory import InMemoryMemories
 from memorybook.recording import is_memory_list, recorded_requests
-from memorybook.replay import likely_reasons, read_threshold_from
-from tests.helpers import fresh_memory_system
+from memorybook.replay import RecordingMissError, likely_reasons, threshold_reason
+from memorybook.wrapper import ask_with_memory, ask_with_memory_async
+from tests.helpers import fresh_jev
+
+NAMED = "REMEMBER_AT is {} here and was 0.5 in the recorded run"
 
 
 def reasons_for_one_memory_fewer() -> list[str]:
-    """Why a recorded call carrying memories would miss when sent with one memory fewer: the
-    memories differ, so the explanation turns to the threshold the gate used."""
+    """Why a recorded call carrying memories would miss when sent with one memory fewer."""
     request = next(r for r in recorded_requests().values()
                    if any(is_memory_list(value) for value in r["state"].values()))
     state = {name: value[:-1] if is_memory_list(value) else value
@@ -19,25 +36,116 @@ def reasons_for_one_memory_fewer() -> list[str]:
     return likely_reasons(state, request["questions"], request["model"])
 
 
-@pytest.mark.parametrize("readers, named", [
-    ([0.975], "REMEMBER_AT is 0.975 here and was 0.5"),
-    ([0.5], "restart the kernel"),
-    ([0.2, 0.3], "REMEMBER_AT is 0.3"),
-    (["not a number"], "restart the kernel"),
-    ([], "restart the kernel"),
-], ids=["a raised threshold", "the recorded one", "the latest reader", "no number", "no reader"])
-def test_a_miss_names_the_threshold_the_registered_reader_returns(readers, named, monkeypatch):
-    fresh_memory_system(monkeypatch)  # as in a new process: no reader yet
-    for value in readers:
-        read_threshold_from(lambda value=value: value)
-    [reason] = reasons_for_one_memory_fewer()
-    assert reason.startswith("Memories: this call carries") and named in reason
+def a_miss(reasons: list[str]) -> RecordingMissError:
+    return RecordingMissError("The recording has no answer to this call: a call.", reasons,
+                              "https://example.invalid/link", "To record it: ...", "a call")
 
 
-def test_the_reader_is_asked_when_the_miss_is_explained_not_when_registered(monkeypatch):
-    fresh_memory_system(monkeypatch)
-    threshold = {"value": 0.5}
-    read_threshold_from(lambda: threshold["value"])
-    threshold["value"] = 0.9
+def test_a_miss_whose_memories_differ_tells_the_reader_to_start_again(monkeypatch):
+    fresh_jev(monkeypatch)  # as in a new process: no earlier miss
     [reason] = reasons_for_one_memory_fewer()
-    assert "REMEMBER_AT is 0.9 here" in reason
+    assert reason.startswith("Memories: this call carries") and "run it from the top" in reason, (
+        f"a miss whose memories differ must say so and how to start again: {reason}; see "
+        "_explain() and _why_memories_differ() in memorybook/replay.py")
+    assert "REMEMBER_AT" not in reason, (
+        "likely_reasons() cannot know the threshold in use: only a wrapper given remember_at= "
+        f"may name it (RecordingMissError.name_threshold): {reason}")
+
+
+@pytest.mark.parametrize("remember_at", [0.975, 1, 0.0])
+def test_name_threshold_puts_a_threshold_other_than_the_recorded_one_first(monkeypatch,
+                                                                          remember_at):
+    fresh_jev(monkeypatch)
+    miss = a_miss(reasons_for_one_memory_fewer())
+    miss.name_threshold(remember_at)
+    assert miss.reasons[0] == threshold_reason(remember_at), miss.reasons
+    assert NAMED.format(remember_at) in miss.reasons[0], miss.reasons
+    assert miss.reasons[1].startswith("Memories:"), (
+        "name_threshold() must keep the memories' reason after the threshold's")
+    assert str(miss).splitlines()[1] == f"- {miss.reasons[0]}", (
+        "the message a reader sees must name the threshold first too: name_threshold() in "
+        f"memorybook/replay.py must rebuild it; it is:\n{miss}")
+
+
+def test_name_threshold_leaves_a_miss_alone_at_the_recorded_threshold_or_about_other_things(
+        monkeypatch):
+    fresh_jev(monkeypatch)
+    about_memories = a_miss(reasons_for_one_memory_fewer())
+    before = str(about_memories)
+    about_memories.name_threshold(REMEMBER_AT)
+    assert str(about_memories) == before, (
+        f"at the recorded threshold ({REMEMBER_AT}) a miss must not blame it: {about_memories}")
+    edited = a_miss(["`ticket.subject` is \"x\"; in the recorded call it is \"y\"."])
+    edited.name_threshold(1)
+    assert all("REMEMBER_AT" not in reason for reason in edited.reasons), (
+        "a miss about an edited input, not about memories, must not blame the threshold: "
+        f"{edited.reasons}")
+
+
+def remembered_by_the_sync_wrapper(remember_at: float) -> None:
+    memories = InMemoryMemories()
+    for state in EARLIER:
+        ask_with_memory(state, ROUTE, memories, ask=example_ask, remember_at=remember_at)
+
+
+def remembered_by_the_async_wrapper(remember_at: float) -> None:
+    async def each_ticket_in_turn():
+        memories, gates = InMemoryMemories(), PendingGates()
+        for state in EARLIER:
+            await ask_with_memory_async(state, ROUTE, memories, gates=gates,
+                                        ask=example_ask_async, remember_at=remember_at)
+            await gates.drain()
+
+    asyncio.run(each_ticket_in_turn())
+
+
+def remembered_by_the_experiment(remember_at: float) -> None:
+    remember_earlier_tickets(InMemoryMemories(), ask=example_ask, remember_at=remember_at)
+
+
+def probed(remember_at: float) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        probe_experiment(InMemoryMemories(), ask=example_ask, remember_at=remember_at)
+
+
+WAYS_TO_RUN = {"ask_with_memory": remembered_by_the_sync_wrapper,
+               "ask_with_memory_async": remembered_by_the_async_wrapper,
+               "remember_earlier_tickets": remembered_by_the_experiment,
+               "probe_experiment": probed}
+
+
+@pytest.mark.parametrize("remember_at", [1, 0.975, 0.0])  # keeping fewer tickets, or more
+@pytest.mark.parametrize("way", WAYS_TO_RUN)
+def test_a_threshold_the_recording_cannot_replay_stops_naming_it(monkeypatch, way, remember_at):
+    fresh_jev(monkeypatch)  # no key: replay the collection's recording
+    with pytest.raises(RecordingMissError) as stopped:
+        WAYS_TO_RUN[way](remember_at)
+    miss = stopped.value
+    assert miss.call.startswith("the question 'team' about ticket"), (
+        f"{way}(remember_at={remember_at}) missed on {miss.call}, not on a routing call whose "
+        "memories the threshold changed")
+    assert NAMED.format(remember_at) in miss.reasons[0], (
+        f"{way}(remember_at={remember_at}) stopped without naming the threshold first; "
+        "memorybook/wrapper.py must pass remember_at to RecordingMissError.name_threshold() "
+        f"(threshold_named): {miss.reasons}")
+    assert "notebook 2 says which thresholds replay" in str(miss), str(miss)
+
+
+@pytest.mark.parametrize("remember_at", [0.3, REMEMBER_AT])
+@pytest.mark.parametrize("way", WAYS_TO_RUN)
+def test_a_threshold_that_replays_the_recorded_run_stops_nothing(monkeypatch, way, remember_at):
+    fresh_jev(monkeypatch)
+    WAYS_TO_RUN[way](remember_at)  # raises RecordingMissError if a call misses
+
+
+def test_at_the_recorded_threshold_other_memories_are_blamed_not_the_threshold(monkeypatch):
+    fresh_jev(monkeypatch)
+    memories = InMemoryMemories()
+    stray = {"request": copy.deepcopy(EARLIER[2]), "jev_answered": {}}  # T-103, never kept
+    memories.save("C-1042", stray)
+    with pytest.raises(RecordingMissError) as stopped:
+        ask_with_memory(EARLIER[4], ROUTE, memories, ask=example_ask)
+    reasons = stopped.value.reasons
+    assert reasons[0].startswith("Memories: this call carries T-103"), reasons
+    assert all("REMEMBER_AT" not in reason for reason in reasons), (
+        f"at the recorded threshold a miss must not blame it: {reasons}")

@@ -1,6 +1,8 @@
-"""Notebook 9's async wrapper and web service: the gate after the reply, each customer's calls in
-order, failures that never touch the reply, the service's contract, and stopping with gates
-pending. Jev's answers here are a stand-in's, made up by each test, never written anywhere."""
+"""The async wrapper (memorybook/wrapper.py), each customer's turn (memorybook/gates.py) and the
+service (memorybook/service.py), as notebook 9 shows them: the gate after the reply, each
+customer's calls in order, failures that never touch the reply, the service's contract, and
+stopping with gates pending. Jev's answers here are a stand-in's, made up by each test, never
+written anywhere."""
 
 from __future__ import annotations
 
@@ -21,8 +23,12 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from memorybook.config import RECORDING_PATH
-from memorybook.memory_system import EARLIER, MEMORY_KEY, ROUTE, InMemoryMemories, ticket_state
-from tests.helpers import REPO_ROOT, fresh_web_service, live_env
+from memorybook.example import EARLIER, ROUTE, ticket_state
+from memorybook.gates import PendingGates
+from memorybook.memory import MEMORY_KEY, InMemoryMemories
+from memorybook.service import create_app
+from memorybook.wrapper import ask_with_memory_async
+from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev, live_env
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-key-3f9a1c7e55d2"
@@ -52,7 +58,7 @@ class SlowGate:
             await asyncio.sleep(0.01)
         pytest.fail(f"{what}: no gate started after the reply")
 
-    async def ask(self, state: dict, questions: dict):
+    async def ask_async(self, state: dict, questions: dict):
         from typesafe_sdk import SystemOneResponse
 
         if "remember" in questions:
@@ -83,22 +89,20 @@ def memory_ids(state: dict) -> list[str]:
 
 def test_the_next_call_for_a_customer_waits_for_the_pending_gate_and_sees_its_memory(
         monkeypatch):
-    web = fresh_web_service(monkeypatch)
-
     async def scenario():
-        jev, memories, gates = SlowGate(), InMemoryMemories(), web.PendingGates()
-        first = await within(2, web.ask_with_memory_async(
-            my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates, ask=jev.ask),
+        jev, memories, gates = SlowGate(), InMemoryMemories(), PendingGates()
+        first = await within(2, ask_with_memory_async(
+            my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates, ask=jev.ask_async),
             "the reply of ask_with_memory_async() with its gate held (it must not wait for it)")
         assert first.answers["team"].choice == "selfhosted_linux"
         await jev.gate_started("ask_with_memory_async()")  # and is held: the reply did not wait
-        second = asyncio.create_task(web.ask_with_memory_async(
+        second = asyncio.create_task(ask_with_memory_async(
             my_ticket("C-1042", "T-902", "Backups fail."), ROUTE, memories, gates=gates,
-            ask=jev.ask))
+            ask=jev.ask_async))
         await asyncio.sleep(0.3)
         assert len(jev.routed) == 1 and not second.done(), (
-            "ask_with_memory_async() (notebook 9) recalled for C-1042 while C-1042's gate was "
-            "pending: PendingGates.take_turn() must make it wait")
+            "ask_with_memory_async() recalled for C-1042 while C-1042's gate was pending: "
+            "PendingGates.take_turn() (memorybook/gates.py) must make it wait")
         jev.release.set()
         await asyncio.wait_for(second, 2)
         await gates.drain()
@@ -111,15 +115,13 @@ def test_the_next_call_for_a_customer_waits_for_the_pending_gate_and_sees_its_me
 
 
 def test_another_customers_call_does_not_wait_for_a_slow_gate(monkeypatch):
-    web = fresh_web_service(monkeypatch)
-
     async def scenario():
-        jev, memories, gates = SlowGate(), InMemoryMemories(), web.PendingGates()
-        await web.ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
-                                        gates=gates, ask=jev.ask)  # its gate never ends here
+        jev, memories, gates = SlowGate(), InMemoryMemories(), PendingGates()
+        await ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
+                                        gates=gates, ask=jev.ask_async)  # its gate never ends here
         started = time.perf_counter()
-        await within(2, web.ask_with_memory_async(
-            my_ticket("C-2210", "T-902"), ROUTE, memories, gates=gates, ask=jev.ask),
+        await within(2, ask_with_memory_async(
+            my_ticket("C-2210", "T-902"), ROUTE, memories, gates=gates, ask=jev.ask_async),
             "C-2210's call with C-1042's gate held (PendingGates must not make it wait)")
         seconds = time.perf_counter() - started
         jev.release.set()
@@ -128,7 +130,8 @@ def test_another_customers_call_does_not_wait_for_a_slow_gate(monkeypatch):
 
     seconds = asyncio.run(scenario())
     print(f"C-2210's reply with C-1042's gate held: {seconds * 1000:.1f} ms")
-    assert seconds < 1.0, "C-2210's call waited for C-1042's gate (PendingGates, notebook 9)"
+    assert seconds < 1.0, (
+        "C-2210's call waited for C-1042's gate (PendingGates, memorybook/gates.py)")
 
 
 class SlowStore(InMemoryMemories):
@@ -144,10 +147,8 @@ class SlowStore(InMemoryMemories):
 
 
 def test_store_calls_never_block_the_event_loop(monkeypatch):
-    web = fresh_web_service(monkeypatch)
-
     async def scenario():
-        jev, memories, gates = SlowGate(), SlowStore(), web.PendingGates()
+        jev, memories, gates = SlowGate(), SlowStore(), PendingGates()
         jev.release.set()
         ticks = 0
 
@@ -158,8 +159,8 @@ def test_store_calls_never_block_the_event_loop(monkeypatch):
                 ticks += 1
 
         ticker = asyncio.create_task(tick())
-        await web.ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
-                                        gates=gates, ask=jev.ask)
+        await ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
+                                        gates=gates, ask=jev.ask_async)
         await gates.drain()  # a recall and a save: 0.6 s in the store
         ticker.cancel()
         return ticks, memories
@@ -173,27 +174,27 @@ def test_store_calls_never_block_the_event_loop(monkeypatch):
 
 def test_a_failing_gate_leaves_the_reply_intact_and_is_logged_once_without_secrets(
         monkeypatch, caplog):
-    web = fresh_web_service(monkeypatch, TYPESAFE_API_KEY=CANARY_KEY)
+    monkeypatch.setenv("TYPESAFE_API_KEY", CANARY_KEY)  # the key redact() hides
     jev = SlowGate()
 
     async def failing_gate(state, questions):
         if "remember" in questions:
             raise RuntimeError(f"HTTP 500 Authorization: Bearer {CANARY_KEY} from "
                                f"postgresql://app:{CANARY_PASSWORD}@db.example/x\nsecond line")
-        return await jev.ask(state, questions)
+        return await jev.ask_async(state, questions)
 
     async def scenario():
-        memories, gates = InMemoryMemories(), web.PendingGates()
-        reply = await web.ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
+        memories, gates = InMemoryMemories(), PendingGates()
+        reply = await ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, memories,
                                                 gates=gates, ask=failing_gate)
         await gates.drain()
         return reply, memories
 
-    with caplog.at_level(logging.ERROR, logger="memorybook.web_service"):
+    with caplog.at_level(logging.ERROR, logger="memorybook"):
         reply, memories = asyncio.run(scenario())
     assert reply.answers["team"].choice == "selfhosted_linux"
     assert memories.recall("C-1042") == []
-    records = [r for r in caplog.records if r.name == "memorybook.web_service"]
+    records = [r for r in caplog.records if r.name == "memorybook"]
     assert len(records) == 1, f"a failed gate must be logged once, not {len(records)} times"
     message = records[0].getMessage()
     assert "C-1042" in message and "T-901" in message, message
@@ -203,64 +204,69 @@ def test_a_failing_gate_leaves_the_reply_intact_and_is_logged_once_without_secre
 def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_logged(
         monkeypatch, caplog):
     with LoopbackSystemOne({}) as server:
-        web = fresh_web_service(monkeypatch, TYPESAFE_ENDPOINT=server.base_url)
+        real = fresh_jev(monkeypatch, TYPESAFE_ENDPOINT=server.base_url)  # replay: no key
         jev = SlowGate()
 
         async def made_up_route_real_gate(state, questions):
             if "remember" in questions:  # the real gate: its memory is not in the recording
-                return await web.ask_async(state, questions)
-            return await jev.ask(state, questions)
+                return await real.ask_async(state, questions)
+            return await jev.ask_async(state, questions)
 
         async def scenario():
-            memories, gates = InMemoryMemories(), web.PendingGates()
-            reply = await web.ask_with_memory_async(
+            memories, gates = InMemoryMemories(), PendingGates()
+            reply = await ask_with_memory_async(
                 my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates,
                 ask=made_up_route_real_gate)
             await gates.drain()
             return reply, memories
 
-        with caplog.at_level(logging.ERROR, logger="memorybook.web_service"):
+        with caplog.at_level(logging.ERROR, logger="memorybook"):
             reply, memories = asyncio.run(scenario())
         assert server.requests == [], "without a key, the async client sent a request"
     assert reply.answers["team"].choice == "selfhosted_linux"
     assert memories.recall("C-1042") == []
-    records = [r for r in caplog.records if r.name == "memorybook.web_service"]
+    records = [r for r in caplog.records if r.name == "memorybook"]
     assert len(records) == 1 and "RecordingMissError" in records[0].getMessage(), caplog.text
 
 
+@pytest.mark.parametrize("mode", ["record", "live"])
 @pytest.mark.parametrize("failure", ["hang", "server_error", "unauthorized"])
 def test_a_live_gate_that_times_out_or_fails_leaves_the_reply_intact(monkeypatch, caplog,
-                                                                     tmp_path, failure):
+                                                                     tmp_path, failure, mode):
     # echo_headers: every error answer repeats the request's headers, the key's among them
     with LoopbackSystemOne({}, failure=failure, echo_headers=True) as server:
-        web = fresh_web_service(
-            monkeypatch, TYPESAFE_API_KEY=CANARY_KEY, TYPESAFE_ENDPOINT=server.base_url,
-            MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(tmp_path / "new.json"),
-            MEMORYBOOK_TIMEOUT_SECONDS="1")
+        real = fresh_jev(
+            monkeypatch, tmp_path / "new.json" if mode == "record" else None, mode=mode,
+            TYPESAFE_API_KEY=CANARY_KEY, TYPESAFE_ENDPOINT=server.base_url,
+            MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_TIMEOUT_SECONDS="1")
         jev = SlowGate()
 
         async def made_up_route_live_gate(state, questions):
             if "remember" in questions:
-                return await web.ask_async(state, questions)
-            return await jev.ask(state, questions)
+                return await real.ask_async(state, questions)
+            return await jev.ask_async(state, questions)
 
         async def scenario():
-            memories, gates = InMemoryMemories(), web.PendingGates()
+            memories, gates = InMemoryMemories(), PendingGates()
             started = time.perf_counter()
-            reply = await web.ask_with_memory_async(
+            reply = await ask_with_memory_async(
                 my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates,
                 ask=made_up_route_live_gate)
             replied = time.perf_counter() - started
             await gates.drain()
             return reply, replied
 
-        with caplog.at_level(logging.ERROR, logger="memorybook.web_service"):
+        with caplog.at_level(logging.ERROR, logger="memorybook"):
             reply, replied = asyncio.run(scenario())
-    assert reply.answers["team"].choice == "selfhosted_linux" and replied < 0.5
-    records = [r for r in caplog.records if r.name == "memorybook.web_service"]
+    assert reply.answers["team"].choice == "selfhosted_linux" and replied < 0.5, (
+        f"the reply took {replied:.2f} s or changed: ask_with_memory_async() (memorybook/"
+        "wrapper.py) must return before its gate")
+    records = [r for r in caplog.records if r.name == "memorybook"]
     assert len(records) == 1 and "T-901" in records[0].getMessage(), caplog.text
-    assert CANARY_KEY not in caplog.text
-    assert not (tmp_path / "new.json").exists(), "a failed call was written to the recording"
+    assert CANARY_KEY not in caplog.text, "keep_if_worth_it() must log the failure redacted"
+    assert list(tmp_path.iterdir()) == [], (
+        f"{mode} mode wrote {sorted(p.name for p in tmp_path.iterdir())} for a failed call")
+    assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING, "the committed recording changed"
 
 
 @contextlib.asynccontextmanager
@@ -271,11 +277,14 @@ async def in_process(app):
             yield http
 
 
+@pytest.mark.parametrize("recording", ["the collection's", "the app's own"])
 def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothing(
-        monkeypatch, tmp_path):
+        monkeypatch, tmp_path, recording):
+    own = tmp_path / "app_recording.json"
+    asked_for = {} if recording == "the collection's" else {"MEMORYBOOK_RECORDING": str(own)}
     with LoopbackSystemOne({}) as server:
-        web = fresh_web_service(monkeypatch, TYPESAFE_ENDPOINT=server.base_url)
-        app = web.create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+        fresh_jev(monkeypatch, TYPESAFE_ENDPOINT=server.base_url, **asked_for)  # no key: replay
+        app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}")  # its Jev() made at startup
 
         async def scenario():
             async with in_process(app) as http:
@@ -296,6 +305,14 @@ def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothi
     body = missed.json()
     assert "T-999" in body["detail"] and "Nothing was sent" in body["detail"], body
     assert body["likely_causes"] and "TYPESAFE_API_KEY" in body["how_to_record"], body
+    if recording == "the collection's":
+        assert "make record" in body["how_to_record"], body["how_to_record"]
+    else:  # `make record` records the notebooks' calls, never an app's
+        assert str(own) in body["how_to_record"] and "make record" not in body["how_to_record"], (
+            "the 503 for an app's own recording must name that file and record mode "
+            f"(how_to_record() in memorybook/replay.py): {body['how_to_record']}")
+        assert "MEMORYBOOK_RECORD_MODE=record" in body["how_to_record"], body["how_to_record"]
+    assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING, "the committed recording changed"
 
 
 @contextlib.contextmanager
@@ -320,9 +337,8 @@ def test_the_service_returns_the_routing_response_before_the_gate_and_memories_a
 
 
 def service_answers_before_the_gate(monkeypatch, url: str) -> None:
-    web = fresh_web_service(monkeypatch)
     jev = SlowGate()
-    app = web.create_app(url, ask=jev.ask)
+    app = create_app(url, ask=jev.ask_async)
 
     async def scenario():
         async with in_process(app) as http:
@@ -353,10 +369,9 @@ def service_answers_before_the_gate(monkeypatch, url: str) -> None:
 def test_the_apps_shutdown_saves_the_pending_gates(monkeypatch, tmp_path):
     from memorybook.store import open_store
 
-    web = fresh_web_service(monkeypatch)
     jev = SlowGate()
     url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
-    app = web.create_app(url, ask=jev.ask)
+    app = create_app(url, ask=jev.ask_async)
 
     async def scenario():
         async with in_process(app) as http:
@@ -408,11 +423,11 @@ def test_sigterm_with_gates_pending_saves_them(tmp_path):
     store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     port = free_port()
     with LoopbackSystemOne(RECORDING_PATH, latency=1.0) as server:
-        env = live_env(server.base_url, None, CANARY_KEY, tmp_path / "new.json",
-                       MEMORYBOOK_STORE_URL=store_url)
+        # a key and no recording asked for: live mode, as `make serve` runs in production
+        env = live_env(server.base_url, None, CANARY_KEY, MEMORYBOOK_STORE_URL=store_url)
         process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "memorybook.web_service:app", "--host",
-             "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "uvicorn", "--factory", "memorybook.service:create_app",
+             "--host", "127.0.0.1", "--port", str(port)],
             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             seconds_until_it_answers(port, process, 60)
@@ -433,6 +448,8 @@ def test_sigterm_with_gates_pending_saves_them(tmp_path):
         saved = [m["request"]["ticket"]["id"] for m in store.recall("C-1042")]
     assert saved == ["T-101"], (
         "uvicorn's SIGTERM must let create_app()'s lifespan drain the pending gate and save it")
+    assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING, (
+        "the service in live mode wrote to the committed recording")
 
 
 def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_running(tmp_path):
@@ -451,7 +468,7 @@ def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_runni
         # the CPU its processes used to get there is what the start-up itself costs.
         assert min(seconds, cpu) <= 5, (
             f"make serve answered {seconds:.1f} s after starting, its processes using {cpu:.1f} "
-            "s of CPU: it must answer within 5 s (uvicorn importing memorybook.web_service)")
+            "s of CPU: it must answer within 5 s (uvicorn importing memorybook.service)")
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole group
         process.communicate(timeout=30)
     finally:
@@ -468,10 +485,9 @@ def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_runni
 
 ONE_CALL_IN_A_PROCESS = """
 import asyncio, sys
-from memorybook.memory_system import MEMORY_KEY, ROUTE, ticket_state
-from memorybook.store import open_store
+from memorybook import MEMORY_KEY, MadeUpJev, PendingGates, ask_with_memory_async, open_store
+from memorybook.example import ROUTE, ticket_state
 from memorybook.store.turns import CustomerTurns
-from memorybook.web_service import MadeUpJev, PendingGates, ask_with_memory_async
 
 url, ticket, gate_seconds, across = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 seen = []
@@ -485,17 +501,18 @@ def answers(state, questions):  # made up: every ticket kept, every route "gener
 
 
 class SlowGate(MadeUpJev):
-    async def ask(self, state, questions):
+    async def ask_async(self, state, questions):
         if "remember" in questions:
             await asyncio.sleep(gate_seconds)
-        return await super().ask(state, questions)
+        return self.ask(state, questions)
 
 
 async def main():
     store = open_store(url)
     gates = PendingGates(CustomerTurns(url) if across == "turns" else None)
     state = ticket_state("C-1042", ticket, "2026-10-02", "Question", "We run Linux.")
-    await ask_with_memory_async(state, ROUTE, store, gates=gates, ask=SlowGate(answers).ask)
+    await ask_with_memory_async(state, ROUTE, store, gates=gates,
+                                ask=SlowGate(answers).ask_async)
     print("routed with", ",".join(seen[0]) or "none", flush=True)
     await gates.drain()
     if gates.turns is not None:
