@@ -60,7 +60,7 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 
 
 def warm_up_code(notebook: nbformat.NotebookNode) -> str:
-    draws = any("memorybook.charts" in cell.source for cell in notebook.cells
+    draws = any("memorybook_dev.charts" in cell.source for cell in notebook.cells
                 if cell.cell_type == "code")
     return f"{WARM_UP}; {WARM_UP_CHARTS}" if draws else WARM_UP
 
