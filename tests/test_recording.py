@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
-from memorybook.memory_system import TYPESAFE_MODEL
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.example import ROUTE, later_state
 from memorybook.recording import RecordingError, leaf_values, read_recording
 from memorybook.replay import RECORD_COMMAND, RecordingMissError
-from tests.helpers import REPO_ROOT, copy_of_the_collection, fresh_memory_system
+from tests.helpers import REPO_ROOT, copy_of_the_collection, fresh_jev
 
 ENTRIES = read_recording(RECORDING_PATH)
 PROVENANCE = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
@@ -32,8 +32,8 @@ OFFICIAL_QUESTIONS = json.loads(
 REBUILD_REWORDED = """
 import runpy, sys
 from typesafe_sdk import Noul
-import memorybook.memory_system as notebook_1
-notebook_1.GATE["remember"] = Noul.model_validate({gate!r})
+import memorybook.memory
+memorybook.memory.GATE["remember"] = Noul.model_validate({gate!r})
 sys.argv = ["build_recording"]
 runpy.run_module("tools.build_recording", run_name="__main__")
 """
@@ -116,14 +116,14 @@ def no_network(*args, **kwargs):
                          ids=["no key", "key but CI"])
 def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
         env, monkeypatch, capfd):
-    notebook_1 = fresh_memory_system(monkeypatch, **env)
+    jev = fresh_jev(monkeypatch, **env)
     for name in ("connect", "connect_ex"):
         monkeypatch.setattr(socket.socket, name, no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
-    state = notebook_1.later_state("C-1042", 0)
+    state = later_state("C-1042", 0)
     state["ticket"]["subject"] = "Slow dashboards, again"
     with pytest.raises(RecordingMissError) as raised:
-        notebook_1.ask(state, notebook_1.ROUTE)
+        jev.ask(state, ROUTE)
     message = str(raised.value)
     assert ("The recording json_cache/json_cache.json has no answer to this call"
             in message)
@@ -139,10 +139,10 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
 def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path, monkeypatch):
     corrupt = tmp_path / "json_cache.json"
     corrupt.write_text('{"half an entry": ', encoding="utf-8")
-    notebook_1 = fresh_memory_system(monkeypatch, MEMORYBOOK_RECORDING=str(corrupt))
-    # Importing opened no file; the first call reads it.
+    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(corrupt))
+    # Making the Jev opened no file; the first call reads it.
     with pytest.raises(RecordingError) as raised:
-        notebook_1.ask(notebook_1.later_state("C-1042", 0), notebook_1.ROUTE)
+        jev.ask(later_state("C-1042", 0), ROUTE)
     assert str(corrupt) in str(raised.value)
     assert "git checkout" not in str(raised.value)  # git cannot restore a file outside the repo
     assert corrupt.read_text(encoding="utf-8") == '{"half an entry": '
