@@ -10,8 +10,13 @@ import sys
 import pytest
 
 from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
-from memorybook.example import ROUTE, later_state
-from memorybook.recording import RecordingError, leaf_values, read_recording
+from memorybook.example import ROUTE, later_state, ticket_state
+from memorybook.recording import (
+    RecordingError,
+    leaf_values,
+    read_recording,
+    recorded_noul_answers,
+)
 from memorybook.replay import RECORD_COMMAND, RecordingMissError
 from tests.helpers import REPO_ROOT, copy_of_the_collection, fresh_jev
 
@@ -146,3 +151,24 @@ def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path, monkeypatch):
     assert str(corrupt) in str(raised.value)
     assert "git checkout" not in str(raised.value)  # git cannot restore a file outside the repo
     assert corrupt.read_text(encoding="utf-8") == '{"half an entry": '
+
+
+def test_a_new_recording_is_described_by_the_collections_provenance_until_it_is_accepted(
+        tmp_path, monkeypatch):
+    new = tmp_path / "new.json"  # as `make record` fills it: no provenance.json beside it
+    new.write_bytes(RECORDING_PATH.read_bytes())
+    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(new))
+    try:
+        answers = recorded_noul_answers("remember")
+    except FileNotFoundError as error:
+        raise AssertionError(
+            "notebook 2 and `make record`'s report read the provenance beside the recording in "
+            "use, and a new recording has none: memorybook/config.py (provenance_path) must "
+            f"fall back to the collection's: {error}") from None
+    assert sorted(answer.origin for answer in answers).count("published") == 5
+    # A miss is still compared only with what is beside the recording that lacked the call.
+    state = ticket_state("C-2210", "T-999", "2026-10-01", "Hello", "A new ticket.")
+    with pytest.raises(RecordingMissError) as raised:
+        jev.ask(state, ROUTE)
+    assert raised.value.reasons[0].startswith(f"Nothing beside {new} says which requests"), (
+        raised.value.reasons)
