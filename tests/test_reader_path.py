@@ -162,10 +162,9 @@ def test_notebook_1_replays_the_thresholds_notebook_2_names_and_explains_the_oth
 
 def test_notebook_2_says_whether_the_threshold_set_where_it_says_replays():
     def set_where_notebook_2_says(notebook, value):
-        cell = next(c for c in notebook.cells if "\nremember_at = REMEMBER_AT" in c.source
-                    or re.search(r"(?m)^remember_at = [0-9.]+", c.source))
-        cell.source = re.sub(r"(?m)^remember_at = (REMEMBER_AT|[0-9.]+)",
-                             f"remember_at = {value}", cell.source)
+        setting = re.compile(r"(?m)^remember_at = (REMEMBER_AT|[0-9.]+)")
+        cell = next(c for c in notebook.cells if setting.search(c.source))
+        cell.source = setting.sub(f"remember_at = {value}", cell.source)
 
     low, high = RECORDED_MEMORIES_KEPT_FROM
     for value, printed in run_at_each_threshold(NOTEBOOKS[1], set_where_notebook_2_says).items():
