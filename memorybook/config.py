@@ -75,9 +75,13 @@ def recording_path() -> Path:
 
 
 def provenance_path(recording: Path | None = None) -> Path:
-    """provenance.json beside `recording` (by default the one in use); beside the collection's
-    own recording, the collection's."""
-    recording = recording_path() if recording is None else recording
+    """provenance.json beside `recording`; beside the collection's own recording, the
+    collection's. Without `recording`, the one beside the recording in use, else the
+    collection's: what the collection's notebooks and tools read while `make record` fills a
+    new recording, which has none of its own until it is accepted."""
+    if recording is None:
+        beside = provenance_path(recording_path())
+        return beside if beside.is_file() else PROVENANCE_PATH
     if recording.resolve() == RECORDING_PATH.resolve():
         return PROVENANCE_PATH
     return recording.with_name("provenance.json")

@@ -42,8 +42,9 @@ def live_env(base_url: str, recording: Path, **extra: str) -> dict[str, str]:
     return helpers.live_env(base_url, recording.parent, CANARY_KEY, recording, **extra)
 
 
-def live_memory_system(monkeypatch, base_url: str, recording: Path, **extra: str):
-    return helpers.live_memory_system(monkeypatch, base_url, CANARY_KEY, recording, **extra)
+def live_jev(monkeypatch, base_url: str, recording: Path, **extra: str):
+    """A Jev recording into `recording`, live against the loopback server, with the canary key."""
+    return helpers.live_jev(monkeypatch, base_url, CANARY_KEY, recording, **extra)
 
 
 def record_command(tmp_path: Path, calls_only: bool) -> list[str]:
@@ -125,9 +126,8 @@ def test_each_api_failure_is_explained_and_records_nothing(failure, tmp_path, mo
         base_url = refusing_url if failure == "refused" else server.base_url
         # A hang ends with the whole call's time; the others are over well within theirs.
         seconds = "0.5" if failure == "hang" else "5"
-        memory_system = live_memory_system(monkeypatch, base_url, recording,
-                                           MEMORYBOOK_TIMEOUT_SECONDS=seconds)
-        explained = one_live_call(memory_system)
+        jev = live_jev(monkeypatch, base_url, recording, MEMORYBOOK_TIMEOUT_SECONDS=seconds)
+        explained = one_live_call(jev)
         attempts = len(server.requests)
         sent_keys = [request["headers"].get("authorization") for request in server.requests]
     assert all(CANARY_KEY in sent for sent in sent_keys), "the key was sent with every attempt"
@@ -148,7 +148,7 @@ def test_a_rate_limit_the_sdk_rides_out_is_recorded_normally(tmp_path, monkeypat
     recording = tmp_path / "new.json"
     with LoopbackSystemOne(RECORDING_PATH, failure="rate_limit", failure_count=1,
                            retry_after_ms=50) as server:
-        explained = one_live_call(live_memory_system(monkeypatch, server.base_url, recording))
+        explained = one_live_call(live_jev(monkeypatch, server.base_url, recording))
     assert explained == ""
     assert set(json.loads(recording.read_text())) <= set(json.loads(COMMITTED_TEXT))
 
@@ -489,7 +489,7 @@ def test_naming_notebooks_to_run_is_checked_before_anything_is_sent(arguments, c
 
 def timed_call(monkeypatch, base_url: str, recording: Path,
                **extra: str) -> tuple[str, float, int]:
-    """One live call through notebook 1's client: what it said, its seconds, its connections.
+    """One live call through a Jev in record mode: what it said, its seconds, its connections.
 
     No connection may leave this machine: one to another address is refused before it is made.
     """
@@ -502,10 +502,10 @@ def timed_call(monkeypatch, base_url: str, recording: Path,
             raise ConnectionRefusedError("the test lets no connection leave this machine")
         return real_connect(sock, address)
 
-    memory_system = live_memory_system(monkeypatch, base_url, recording, **extra)
+    jev = live_jev(monkeypatch, base_url, recording, **extra)
     monkeypatch.setattr(socket.socket, "connect", nothing_leaves_this_machine)
     started = time.monotonic()
-    explained = one_live_call(memory_system)
+    explained = one_live_call(jev)
     took = time.monotonic() - started
     monkeypatch.setattr(socket.socket, "connect", real_connect)
     assert CANARY_KEY not in explained

@@ -1,10 +1,17 @@
 """Every command that meets a call the recording lacks says the same thing: which calls, why each
 most likely missed, what each would cost, and the one command that records them.
 
+<<<<<<< HEAD
 Each test runs a command as `make` does, in a copy of the tree where a ticket of the library's
 DATA (memorybook/memory_system.py) was edited, as a maintainer would: `make record-dry-run`, a
 keyless `make record`, `make run` and `make recording`. Those are processes, so each is the
 subject.
+=======
+Each test runs a command as `make` does, in a copy of the tree where a ticket of the example's
+DATA was edited, in notebook 1 and in memorybook/example.py, as a maintainer would: `make
+record-dry-run`, a keyless `make record`, `make run` and `make recording`. Those are processes,
+so each is the subject.
+>>>>>>> t2
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ RECORD_LINE = f"To record them: `{RECORD_COMMAND}`, read its report, then `make 
 
 @pytest.fixture(scope="module")
 def edited_tree(tmp_path_factory) -> Path:
+<<<<<<< HEAD
     """A copy of the tree whose library has one ticket's text edited."""
     copy = copy_of_the_collection(tmp_path_factory.mktemp("edited") / "copy")
     shutil.copytree(REPO_ROOT / "tools", copy / "tools")
@@ -39,6 +47,22 @@ def edited_tree(tmp_path_factory) -> Path:
     source = path.read_text(encoding="utf-8")
     assert source.count(OLD_TEXT) == 1, "test_missing_calls.py: update OLD_TEXT to a ticket's text"
     path.write_text(source.replace(OLD_TEXT, NEW_TEXT), encoding="utf-8")
+=======
+    """A copy of the tree with one ticket's text edited in notebook 1's DATA and in the
+    library's (memorybook/example.py), which the tools and notebooks 2-10 ask with."""
+    copy = copy_of_the_collection(tmp_path_factory.mktemp("edited") / "copy")
+    shutil.copytree(REPO_ROOT / "tools", copy / "tools")
+    path = copy / "notebooks" / "01_memory_system.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    [data] = [cell for cell in notebook.cells if "DATA = {" in cell.source]
+    assert OLD_TEXT in data.source, "test_missing_calls.py: update OLD_TEXT to a ticket's text"
+    data.source = data.source.replace(OLD_TEXT, NEW_TEXT)
+    nbformat.write(notebook, path)
+    example = copy / "memorybook" / "example.py"
+    text = example.read_text(encoding="utf-8")
+    assert text.count(OLD_TEXT) == 1, "test_missing_calls.py: OLD_TEXT is not once in DATA"
+    example.write_text(text.replace(OLD_TEXT, NEW_TEXT), encoding="utf-8")
+>>>>>>> t2
     return copy
 
 

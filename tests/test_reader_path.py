@@ -1,13 +1,17 @@
 """The reader's path: inputs edited, the threshold tuned, calls that miss.
 
 Readers edit tickets and thresholds. Each test here does what such a reader does, in a real
-kernel or a fresh copy of notebook 1's module with no key, and checks what the reader then sees.
+kernel or with the library and a fresh Jev with no key, and checks what the reader then sees.
 Running a cell again and a second Run All are checked in nbval's own kernels
 (`--run-cells-again`, conftest.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
+import io
 import json
 import os
 import re
@@ -16,7 +20,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import nbformat
 import pytest
@@ -24,17 +27,25 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from typesafe_sdk import Choice
 
-from memorybook.config import RECORDING_PATH
-from memorybook.memory_system import TYPESAFE_MODEL
+from memorybook import (
+    InMemoryMemories,
+    Jev,
+    PendingGates,
+    ask_with_memory,
+    ask_with_memory_async,
+    experiments,
+)
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.example import EARLIER, ROUTE, later_state, ticket_state
+from memorybook.experiments import (
+    describe_memories,
+    probe_experiment,
+    reconcile,
+    remember_earlier_tickets,
+)
 from memorybook.recording import memory_ids_in
 from memorybook.replay import RECORD_COMMAND, RecordingMissError
-from tests.helpers import (
-    NOTEBOOKS,
-    REPO_ROOT,
-    copy_of_the_collection,
-    decode,
-    fresh_memory_system,
-)
+from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, decode, fresh_jev
 
 EDITED_TEXT = "Dashboards have been really slow since yesterday."
 PLAYGROUND_LINK = re.compile(r"https://console\.typesafe\.ai/playground#share/[A-Za-z0-9+$-]+")
@@ -149,110 +160,87 @@ def test_notebook_1_replays_the_thresholds_notebook_2_names_and_explains_the_oth
             assert t101 in printed, f"REMEMBER_AT = {value}"
 
 
-def test_notebook_2_verdicts_follow_the_threshold_set_where_it_says():
-    def set_on_notebook_1s_module(notebook, value):
-        setting = ("import memorybook.memory_system as notebook_1\n\n"
-                   f"notebook_1.REMEMBER_AT = {value}")
-        if "REMEMBER_AT" in notebook.cells[0].source:
-            notebook.cells[0].source = setting
-        else:  # a first cell of the reader's own, as notebook 2 suggests
-            notebook.cells.insert(0, nbformat.v4.new_code_cell(setting))
+def test_notebook_2_says_whether_the_threshold_set_where_it_says_replays():
+    def set_where_notebook_2_says(notebook, value):
+        setting = re.compile(r"(?m)^remember_at = (REMEMBER_AT|[0-9.]+)")
+        cell = next(c for c in notebook.cells if setting.search(c.source))
+        cell.source = setting.sub(f"remember_at = {value}", cell.source)
 
     low, high = RECORDED_MEMORIES_KEPT_FROM
-    for value, printed in run_at_each_threshold(NOTEBOOKS[1], set_on_notebook_1s_module).items():
+    for value, printed in run_at_each_threshold(NOTEBOOKS[1], set_where_notebook_2_says).items():
         assert "stopped by" not in printed, f"REMEMBER_AT = {value}: {printed[-500:]}"
-        t101 = "P(remember) 0.97  saved" if value <= 0.97 else "P(remember) 0.97  not saved"
-        t103 = "P(remember) 0.02  saved" if value <= 0.02 else "P(remember) 0.02  not saved"
-        assert t101 in printed and t103 in printed, f"REMEMBER_AT = {value}"
         same = f"REMEMBER_AT = {value}: the recorded memories." in printed
-        assert same == (low <= value <= high), f"REMEMBER_AT = {value}"
+        other = f"REMEMBER_AT = {value}: other memories: the first call" in printed
+        assert (same, other) == (low <= value <= high, not low <= value <= high), (
+            f"remember_at = {value} in notebook 2: its verdict on which memories replay is "
+            f"wrong; check notebook 2's cell that sets remember_at: {printed[-300:]}")
 
 
-def test_a_threshold_assigned_where_it_would_change_nothing_is_refused_saying_where():
-    notebook = nbformat.read(NOTEBOOKS[1], as_version=4)  # notebook 2 imports notebook 1's code
-    first_code = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code")
-    notebook.cells.insert(first_code + 1, nbformat.v4.new_code_cell("REMEMBER_AT = 0.99"))
-    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
-                            shutdown_kernel="immediate",
-                            resources={"metadata": {"path": str(NOTEBOOKS[1].parent)}})
-    try:
-        client.execute()
-    except CellExecutionError:
-        pass
-    refused = notebook.cells[first_code + 1]
-    [error] = [o for o in refused.outputs if o.output_type == "error"]
-    assert error.ename == "SettingHasNoEffectError"
-    assert "memorybook.memory_system.REMEMBER_AT = ..." in error.evalue
-    assert "Nothing in this cell was run" in error.evalue
-    assert len(error.traceback) <= 2, "the message alone, not a traceback"
+# The kernel no longer refuses `REMEMBER_AT = ...` in notebooks 2-10: the library reads no
+# module-level threshold, each call takes remember_at=. What keeps a reader from a threshold
+# silently changing the run is the miss that names it: every call that keeps memories, given
+# another threshold, stops at the first call the recording lacks and says the threshold is why.
+def through_the_async_wrapper(jev: Jev, memories, remember_at: float) -> None:
+    async def route_all() -> None:
+        gates = PendingGates()
+        for state in EARLIER:
+            await ask_with_memory_async(state, ROUTE, memories, gates=gates,
+                                        ask=jev.ask_async, remember_at=remember_at)
+        await gates.drain()
+
+    asyncio.run(route_all())
 
 
-IMPORTS_NOTEBOOK_1 = re.compile(r"^(from|import) memorybook\.memory_system\b", re.M)
+def reconciled_after_the_recorded_memories(jev: Jev, memories, remember_at: float) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        remember_earlier_tickets(memories, ask=jev.ask)
+        reconcile(memories, ask=jev.ask, remember_at=remember_at)
 
 
-def first_error(notebook: nbformat.NotebookNode, folder: Path, cells: int):
-    """Run the notebook's first `cells` code cells in a collection kernel working in `folder`;
-    (index of the cell that failed, its error output), or None when none failed."""
-    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
-                            shutdown_kernel="immediate",
-                            resources={"metadata": {"path": str(folder)}})
-    code = [index for index, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
-    with client.setup_kernel():
-        for index in code[:cells]:
-            try:
-                client.execute_cell(notebook.cells[index], index)
-            except CellExecutionError:
-                return index, next(o for o in notebook.cells[index].outputs
-                                   if o.output_type == "error")
-    return None
+def probed(jev: Jev, memories, remember_at: float) -> None:
+    with contextlib.redirect_stdout(io.StringIO()):
+        probe_experiment(memories, ask=jev.ask, remember_at=remember_at)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda path: path.name[:2])
-def test_a_threshold_assigned_in_the_cell_that_imports_notebook_1s_code_is_refused(path):
-    notebook = nbformat.read(path, as_version=4)
-    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    importing = next(number for number, cell in enumerate(code, start=1)
-                     if IMPORTS_NOTEBOOK_1.search(cell.source))
-    code[importing - 1].source += "\nREMEMBER_AT = 0.3"
-    failed = first_error(notebook, path.parent, cells=importing)
-    assert failed is not None, (
-        f"REMEMBER_AT = 0.3 in the cell of {path.name} that imports notebook 1's code ran and "
-        "changed nothing: the kernel set-up (dev/memorybook_dev/collection_kernel.py) must "
-        "refuse it there too")
-    _, error = failed
-    assert error.ename == "SettingHasNoEffectError", error
-    assert "memorybook.memory_system.REMEMBER_AT = ..." in error.evalue
-    assert "Nothing in this cell was run" in error.evalue
+THRESHOLD_USERS = {
+    "ask_with_memory": lambda jev, memories, remember_at: [
+        ask_with_memory(state, ROUTE, memories, ask=jev.ask, remember_at=remember_at)
+        for state in EARLIER],
+    "ask_with_memory_async": through_the_async_wrapper,
+    "remember_earlier_tickets": lambda jev, memories, remember_at: remember_earlier_tickets(
+        memories, ask=jev.ask, remember_at=remember_at),
+    "probe_experiment": probed,
+    "reconcile": reconciled_after_the_recorded_memories,
+}
+# Each with remember_at 0 and 1; but the recorded run kept none of the later messages, so
+# reconcile() from the recorded memories replays at 1, and is tried at 0 only.
+THRESHOLD_CASES = [(call, remember_at) for call in THRESHOLD_USERS for remember_at in (0, 1)
+                   if (call, remember_at) != ("reconcile", 1)]
 
 
-def test_a_threshold_set_in_a_cell_before_notebook_1s_code_is_imported_is_refused_there():
-    notebook = nbformat.read(NOTEBOOKS[1], as_version=4)
-    notebook.cells.insert(0, nbformat.v4.new_code_cell("REMEMBER_AT = 0.3"))
-    importing = next(number for number, cell in enumerate(
-        (cell for cell in notebook.cells if cell.cell_type == "code"), start=1)
-        if IMPORTS_NOTEBOOK_1.search(cell.source))
-    failed = first_error(notebook, NOTEBOOKS[1].parent, cells=importing)
-    assert failed is not None, (
-        "REMEMBER_AT = 0.3 in a cell before notebook 2's import changed nothing, silently: "
-        "the cell that imports memorybook.memory_system must be refused, saying so")
-    index, error = failed
-    assert IMPORTS_NOTEBOOK_1.search(notebook.cells[index].source), (
-        "the cell refused must be the one that imports notebook 1's code")
-    assert error.ename == "SettingHasNoEffectError", error
-    assert "REMEMBER_AT in an earlier cell of this kernel would change nothing" in error.evalue
-    assert "`del REMEMBER_AT`" in error.evalue
+@pytest.mark.parametrize("call, remember_at", THRESHOLD_CASES)
+def test_a_threshold_passed_to_the_library_is_named_by_the_miss_it_causes(
+        monkeypatch, call, remember_at):
+    jev = fresh_jev(monkeypatch)
+    miss = miss_of(lambda: THRESHOLD_USERS[call](jev, InMemoryMemories(), remember_at))
+    assert miss.reasons[0] == (
+        f"REMEMBER_AT is {remember_at} here and was 0.5 in the recorded run, so the gate kept "
+        "other tickets (notebook 2 says which thresholds replay)."), (
+        f"{call}(remember_at={remember_at}) missed without naming the threshold first: "
+        f"memorybook/wrapper.py (threshold_named) must name it; it said {miss.reasons}")
+    assert miss.reasons[1].startswith("Memories: this call carries "), miss.reasons
 
 
 def test_setting_the_threshold_where_notebook_2_says_changes_what_the_wrapper_keeps(
         monkeypatch):
+    jev = fresh_jev(monkeypatch)
     kept = {}
     for remember_at in (None, 0.975):
-        notebook_1 = fresh_memory_system(monkeypatch)
-        if remember_at is not None:
-            notebook_1.REMEMBER_AT = remember_at  # as notebook 2 says: on the module
-        for state in notebook_1.EARLIER[:2]:  # T-101 (0.97) and T-102 (0.98): first tickets
-            notebook_1.ask_with_memory(state, notebook_1.ROUTE)
-        kept[remember_at] = [notebook_1.describe_memories(customer)
+        memories = InMemoryMemories()
+        chosen = {} if remember_at is None else {"remember_at": remember_at}
+        for state in EARLIER[:2]:  # T-101 (0.97) and T-102 (0.98): first tickets
+            ask_with_memory(state, ROUTE, memories, ask=jev.ask, **chosen)
+        kept[remember_at] = [describe_memories(customer, memories)
                              for customer in ("C-1042", "C-2210")]
     assert kept == {None: ["T-101", "T-102"], 0.975: ["none", "T-102"]}
 
@@ -265,18 +253,18 @@ def miss_of(call: Callable[[], object]) -> RecordingMissError:
 
 
 def test_a_kernel_holding_extra_memories_is_told_to_restart(monkeypatch):
-    notebook_1 = fresh_memory_system(monkeypatch)
-    notebook_1.remember_earlier_tickets()
-    memories = notebook_1.MEMORIES
+    jev = fresh_jev(monkeypatch)
+    memories = InMemoryMemories()
+    remember_earlier_tickets(memories, ask=jev.ask)
     memories.save("C-1042", memories.recall("C-1042")[0])  # saved twice
-    miss = miss_of(lambda: notebook_1.ask_with_memory(notebook_1.later_state("C-1042", 0),
-                                                      notebook_1.ROUTE))
+    miss = miss_of(lambda: ask_with_memory(later_state("C-1042", 0), ROUTE, memories,
+                                           ask=jev.ask))
     assert "about ticket T-201" in miss.summary
     assert "with the memories T-101, T-105, T-101" in miss.summary
     assert miss.reasons == [
         "Memories: this call carries T-101, T-105, T-101; the recorded one carried T-101, T-105."
-        " This kernel holds other memories than the recorded run had at this point: restart the"
-        " kernel and run the notebook from the top."]
+        " This process holds other memories than the recorded run had at this point (in a"
+        " notebook: restart the kernel and run it from the top)."]
     state, questions, share = decode(miss.link)
     assert memory_ids_in(state) == ["T-101", "T-105", "T-101"]
     assert list(questions) == ["team"] and share["selectedModels"] == [TYPESAFE_MODEL]
@@ -284,49 +272,54 @@ def test_a_kernel_holding_extra_memories_is_told_to_restart(monkeypatch):
 
 
 def test_a_call_that_misses_because_an_earlier_one_did_names_that_one(monkeypatch):
-    notebook_1 = fresh_memory_system(monkeypatch)
-    notebook_1.EARLIER[4]["ticket"]["messages"][0]["text"] += " (edited)"  # T-105, a contract
-    miss_of(notebook_1.remember_earlier_tickets)  # stops at T-105: C-1042 keeps T-101 only
-    miss = miss_of(lambda: notebook_1.ask_with_memory(  # the upgrade, with T-101 alone
-        notebook_1.later_state("C-1042", 1), notebook_1.ROUTE))
+    jev = fresh_jev(monkeypatch)
+    edited = copy.deepcopy(EARLIER)
+    edited[4]["ticket"]["messages"][0]["text"] += " (edited)"  # T-105, a contract
+    monkeypatch.setattr(experiments, "EARLIER", edited)
+    memories = InMemoryMemories()
+    miss_of(lambda: remember_earlier_tickets(memories, ask=jev.ask))  # stops at T-105
+    assert describe_memories("C-1042", memories) == "T-101"
+    miss = miss_of(lambda: ask_with_memory(  # the upgrade, with T-101 alone
+        later_state("C-1042", 1), ROUTE, memories, ask=jev.ask))
     assert "about ticket T-202" in miss.summary
-    memories, earlier = miss.reasons
-    assert memories.startswith("Memories: this call carries T-101;")
-    assert "restart the kernel and run" not in memories and "will not help" in memories
+    memories_reason, earlier = miss.reasons
+    assert memories_reason.startswith("Memories: this call carries T-101;")
+    assert ("restart the kernel and run" not in memories_reason
+            and "will not help" in memories_reason)
     assert earlier.startswith("Earlier in this process another call missed: the question "
                               "'team' about ticket T-105")
 
 
 def test_a_raised_threshold_is_named_as_the_likely_cause(monkeypatch):
-    notebook_1 = fresh_memory_system(monkeypatch)
-    notebook_1.REMEMBER_AT = 0.975
-    miss = miss_of(notebook_1.remember_earlier_tickets)
+    jev = fresh_jev(monkeypatch)
+    miss = miss_of(lambda: remember_earlier_tickets(InMemoryMemories(), ask=jev.ask,
+                                                    remember_at=0.975))
     assert "about ticket T-103" in miss.summary
-    assert miss.reasons[0].startswith(
-        "Memories: this call carries none; the recorded one carried T-101. REMEMBER_AT is "
-        "0.975 here and was 0.5 in the recorded run")
+    assert miss.reasons[0].startswith("REMEMBER_AT is 0.975 here and was 0.5 in the recorded run")
+    assert miss.reasons[1].startswith(
+        "Memories: this call carries none; the recorded one carried T-101.")
 
 
 def test_a_changed_question_is_named(monkeypatch):
-    notebook_1 = fresh_memory_system(monkeypatch)
-    route = notebook_1.ROUTE["team"]
+    jev = fresh_jev(monkeypatch)
+    route = ROUTE["team"]
     criteria = {**route.criteria, "billing": "Billing and invoices"}
-    miss = miss_of(lambda: notebook_1.ask(
-        notebook_1.later_state("C-1042", 0),
+    miss = miss_of(lambda: jev.ask(
+        later_state("C-1042", 0),
         {"team": Choice(instructions=route.instructions, criteria=criteria)}))
     assert miss.reasons == [
         "The question differs from the recorded one at `questions.team.criteria.billing`. The "
         "recording only answers the questions exactly as the collection words them."]
 
 
-def ask_about_a_new_ticket(notebook_1: ModuleType):
-    state = notebook_1.ticket_state("C-2210", "T-999", "Hello", "A new ticket.", "2026-10-01")
-    return notebook_1.ask(state, notebook_1.ROUTE)
+def ask_about_a_new_ticket(jev: Jev):
+    state = ticket_state("C-2210", "T-999", "Hello", "A new ticket.", "2026-10-01")
+    return jev.ask(state, ROUTE)
 
 
 def test_a_call_like_no_recorded_one_says_so(monkeypatch):
-    notebook_1 = fresh_memory_system(monkeypatch)
-    miss = miss_of(lambda: ask_about_a_new_ticket(notebook_1))
+    jev = fresh_jev(monkeypatch)
+    miss = miss_of(lambda: ask_about_a_new_ticket(jev))
     assert miss.reasons == ["No recorded call asks 'team' about ticket T-999: this is a new "
                             "call, which only Jev can answer."]
 
@@ -340,18 +333,16 @@ def test_a_recording_missing_one_of_the_collections_calls_says_how_to_restore_it
     del entries[plain_t201]
     shortened = tmp_path / "json_cache.json"
     shortened.write_text(json.dumps(entries, indent=2), encoding="utf-8")
-    notebook_1 = fresh_memory_system(monkeypatch, MEMORYBOOK_RECORDING=str(shortened))
-    miss = miss_of(lambda: notebook_1.ask(notebook_1.later_state("C-1042", 0),
-                                          notebook_1.ROUTE))
+    shutil.copyfile(PROVENANCE_PATH, tmp_path / "provenance.json")  # as json_cache/ holds it
+    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(shortened))
+    miss = miss_of(lambda: jev.ask(later_state("C-1042", 0), ROUTE))
     assert miss.reasons[0].startswith("The collection makes this call, but")
     assert "lacks its answer" in miss.reasons[0] and "make record" in miss.reasons[0]
     assert len(json.loads(shortened.read_text(encoding="utf-8"))) == 30, "nothing was written"
 
 
 def test_in_ci_with_a_key_the_miss_says_ci_never_records(monkeypatch):
-    notebook_1 = fresh_memory_system(monkeypatch, CI="true",
-                                     TYPESAFE_API_KEY="sk-should-not-matter")
-    miss = miss_of(lambda: ask_about_a_new_ticket(notebook_1))
+    jev = fresh_jev(monkeypatch, CI="true", TYPESAFE_API_KEY="sk-should-not-matter")
+    miss = miss_of(lambda: ask_about_a_new_ticket(jev))
     assert miss.how_to_record.startswith("CI never calls the API")
     assert "sk-should-not-matter" not in str(miss) + miss.link
-

@@ -73,12 +73,36 @@ def failed_files(result: subprocess.CompletedProcess) -> set[str]:
     return set(re.findall(r"^(?:FAILED|ERROR) (tests/[^:\s]+)", result.stdout, re.M))
 
 
+NOTEBOOK_1 = "notebooks/01_memory_system.ipynb"
+
+
 def edit_notebook_1(tree: Path, old: str, new: str) -> None:
-    path = tree / "notebooks" / "01_memory_system.ipynb"
+    path = tree / NOTEBOOK_1
     notebook = nbformat.read(path, as_version=4)
     [cell] = [cell for cell in notebook.cells if old in cell.source]
     cell.source = cell.source.replace(old, new)
     nbformat.write(notebook, path)
+
+
+def edit_in_both(tree: Path, module: str, old: str, new: str, recipe_text: str,
+                 what: str) -> set[str]:
+    """The same edit in notebook 1 (the page, which imports nothing from this repository) and
+    in the library module that holds the same code; the recipe must name both files.
+    Returns the files edited."""
+    for name in (NOTEBOOK_1, module):
+        assert name in recipe_text or name.rsplit("/", 1)[1] in recipe_text, (
+            f"CONTRIBUTING's recipe edits `{what}`, which is in {NOTEBOOK_1} and in {module}: "
+            f"name both there ({name} is not named)")
+    edit_notebook_1(tree, old, new)
+    replace_once(tree / module, old, new)
+    return {NOTEBOOK_1, module}
+
+
+def recipe_checks(tree: Path, *names: str) -> list[str]:
+    """A recipe's checks: these test files, each of which the tree must hold."""
+    missing = [name for name in names if not (tree / name).is_file()]
+    assert not missing, f"tests/test_recipes.py runs {missing}, which the tree lacks: rename them"
+    return list(names)
 
 
 # A notebook written as "Add a notebook" says: the next number, its title cell, the first code
@@ -91,8 +115,8 @@ NEW_NOTEBOOK_CELLS = [
              '    raise ModuleNotFoundError(\n'
              '        "No module memorybook: in a clone of the Jev memory cookbook, "\n'
              '        "run `make setup` and `make lab` (or `pip install -e .`).")\n\n'
-             'from memorybook.memory_system import CUSTOMERS'),
-    ("markdown", "The customers notebook 1 defines:"),
+             'from memorybook.example import CUSTOMERS'),
+    ("markdown", "The customers of the official example:"),
     ("code", 'print(f"{len(CUSTOMERS)} customers")'),
 ]
 
@@ -125,10 +149,11 @@ def test_adding_a_notebook_as_the_recipe_says_changes_only_it_and_the_readme(tmp
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert changed_files(tree) == {f"notebooks/{name}", "README.md"}, changed_files(tree)
 
+    checks = recipe_checks(tree, "tests/test_contributing.py", "tests/test_notebooks_committed.py",
+                           "tests/test_reader_page.py", "tests/test_pattern.py",
+                           "tests/test_app_folder.py")
     checked = pytest_in(
-        tree, "tests/test_contributing.py", "tests/test_notebooks_committed.py",
-        "tests/test_reader_page.py", "tests/test_pattern.py", "tests/test_app_folder.py",
-        "-k", f"not (alone_beside or with_a_key or without_a_key or opened_alone) "
+        tree, *checks, "-k", f"not (alone_beside or with_a_key or without_a_key or opened_alone) "
               f"or {name[:2]}]", f"notebooks/{name}")
     assert checked.returncode == 0, (
         f"after adding {name} as CONTRIBUTING's 'Add a notebook' says, these failed: "
@@ -139,22 +164,20 @@ def test_adding_a_notebook_as_the_recipe_says_changes_only_it_and_the_readme(tmp
 
 def test_rewording_a_question_as_the_recipe_says_leaves_the_structure_tests_passing(tmp_path):
     text = recipe("Reword a question")
-    assert "`GATE`" in text and "make export" in text, (
-        "CONTRIBUTING's 'Reword a question' edits GATE in notebook 1 and runs make export; "
-        "this test follows it as written")
+    assert "`GATE`" in text, (
+        "CONTRIBUTING's 'Reword a question' edits GATE; this test follows it as written")
     tree = copy_of_the_tree(tmp_path / "tree")
-    edit_notebook_1(tree, "does the thread state a lasting fact about the",
-                    "does the thread state a durable fact about the")
-    exported = run_in(tree, "-m", "tools.export")
-    assert exported.returncode == 0, exported.stderr
-    assert changed_files(tree) == {"notebooks/01_memory_system.ipynb",
-                                   "memorybook/memory_system.py"}, changed_files(tree)
+    edited = edit_in_both(tree, "memorybook/memory.py",
+                          "does the thread state a lasting fact about the",
+                          "does the thread state a durable fact about the", text, "GATE")
+    assert changed_files(tree) == edited, changed_files(tree)
 
     rebuilt = run_in(tree, "-m", "tools.build_recording")
     assert rebuilt.returncode == 1 and "asks something other than the official page" in (
         rebuilt.stderr), f"`make recording` must refuse the reworded gate: {rebuilt.stderr}"
-    checked = pytest_in(tree, "tests/test_export.py", "tests/test_contributing.py",
-                        "tests/test_recording.py", "-k", "not notebooks_read_every_entry")
+    checks = recipe_checks(tree, "tests/test_pattern.py", "tests/test_lesson_and_library.py",
+                           "tests/test_contributing.py", "tests/test_recording.py")
+    checked = pytest_in(tree, *checks, "-k", "not notebooks_read_every_entry")
     assert failed_files(checked) <= {"tests/test_recording.py"} and not re.search(
         r"FAILED tests/test_recording.py::test_a_reworded", checked.stdout), (
         "after rewording the gate as CONTRIBUTING says, only the tests of the published "
@@ -167,17 +190,16 @@ def test_changing_a_ticket_as_the_recipe_says_fails_only_the_tests_it_names(tmp_
     assert "`DATA`" in text and named, (
         "CONTRIBUTING's 'Change a ticket' edits DATA and names the tests that then fail")
     tree = copy_of_the_tree(tmp_path / "tree")
-    edit_notebook_1(tree, "Where \"\n                 \"can I download last month's invoice?",
-                    "Where \"\n                 \"can I download March's invoice?")
-    exported = run_in(tree, "-m", "tools.export")
-    assert exported.returncode == 0, exported.stderr
-    assert changed_files(tree) == {"notebooks/01_memory_system.ipynb",
-                                   "memorybook/memory_system.py"}, changed_files(tree)
+    edited = edit_in_both(tree, "memorybook/example.py",
+                          "Where \"\n                 \"can I download last month's invoice?",
+                          "Where \"\n                 \"can I download March's invoice?",
+                          text, "DATA")
+    assert changed_files(tree) == edited, changed_files(tree)
 
-    checked = pytest_in(tree, "tests/test_export.py", "tests/test_contributing.py",
-                        "tests/test_recording.py", "tests/test_reader_page.py",
-                        "tests/test_published_figures.py", "-k",
-                        "not notebooks_read_every_entry")
+    checks = recipe_checks(tree, "tests/test_pattern.py", "tests/test_lesson_and_library.py",
+                           "tests/test_contributing.py", "tests/test_recording.py",
+                           "tests/test_reader_page.py", "tests/test_published_figures.py")
+    checked = pytest_in(tree, *checks, "-k", "not notebooks_read_every_entry")
     assert failed_files(checked) and failed_files(checked) <= named, (
         f"after changing a ticket (without a key to record it), the tests that fail must be "
         f"among those CONTRIBUTING's 'Change a ticket' names ({sorted(named)}); these failed: "

@@ -9,11 +9,16 @@ import sys
 
 import pytest
 
-from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
-from memorybook.memory_system import TYPESAFE_MODEL
-from memorybook.recording import RecordingError, leaf_values, read_recording
+from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
+from memorybook.example import ROUTE, later_state, ticket_state
+from memorybook.recording import (
+    RecordingError,
+    leaf_values,
+    read_recording,
+    recorded_noul_answers,
+)
 from memorybook.replay import RECORD_COMMAND, RecordingMissError
-from tests.helpers import REPO_ROOT, copy_of_the_collection, fresh_memory_system
+from tests.helpers import REPO_ROOT, copy_of_the_collection, fresh_jev
 
 ENTRIES = read_recording(RECORDING_PATH)
 PROVENANCE = json.loads(PROVENANCE_PATH.read_text(encoding="utf-8"))
@@ -32,8 +37,8 @@ OFFICIAL_QUESTIONS = json.loads(
 REBUILD_REWORDED = """
 import runpy, sys
 from typesafe_sdk import Noul
-import memorybook.memory_system as notebook_1
-notebook_1.GATE["remember"] = Noul.model_validate({gate!r})
+import memorybook.memory
+memorybook.memory.GATE["remember"] = Noul.model_validate({gate!r})
 sys.argv = ["build_recording"]
 runpy.run_module("tools.build_recording", run_name="__main__")
 """
@@ -116,14 +121,14 @@ def no_network(*args, **kwargs):
                          ids=["no key", "key but CI"])
 def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
         env, monkeypatch, capfd):
-    notebook_1 = fresh_memory_system(monkeypatch, **env)
+    jev = fresh_jev(monkeypatch, **env)
     for name in ("connect", "connect_ex"):
         monkeypatch.setattr(socket.socket, name, no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
-    state = notebook_1.later_state("C-1042", 0)
+    state = later_state("C-1042", 0)
     state["ticket"]["subject"] = "Slow dashboards, again"
     with pytest.raises(RecordingMissError) as raised:
-        notebook_1.ask(state, notebook_1.ROUTE)
+        jev.ask(state, ROUTE)
     message = str(raised.value)
     assert ("The recording json_cache/json_cache.json has no answer to this call"
             in message)
@@ -139,10 +144,31 @@ def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
 def test_a_corrupt_recording_is_named_and_left_as_it_was(tmp_path, monkeypatch):
     corrupt = tmp_path / "json_cache.json"
     corrupt.write_text('{"half an entry": ', encoding="utf-8")
-    notebook_1 = fresh_memory_system(monkeypatch, MEMORYBOOK_RECORDING=str(corrupt))
-    # Importing opened no file; the first call reads it.
+    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(corrupt))
+    # Making the Jev opened no file; the first call reads it.
     with pytest.raises(RecordingError) as raised:
-        notebook_1.ask(notebook_1.later_state("C-1042", 0), notebook_1.ROUTE)
+        jev.ask(later_state("C-1042", 0), ROUTE)
     assert str(corrupt) in str(raised.value)
     assert "git checkout" not in str(raised.value)  # git cannot restore a file outside the repo
     assert corrupt.read_text(encoding="utf-8") == '{"half an entry": '
+
+
+def test_a_new_recording_is_described_by_the_collections_provenance_until_it_is_accepted(
+        tmp_path, monkeypatch):
+    new = tmp_path / "new.json"  # as `make record` fills it: no provenance.json beside it
+    new.write_bytes(RECORDING_PATH.read_bytes())
+    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(new))
+    try:
+        answers = recorded_noul_answers("remember")
+    except FileNotFoundError as error:
+        raise AssertionError(
+            "notebook 2 and `make record`'s report read the provenance beside the recording in "
+            "use, and a new recording has none: memorybook/config.py (provenance_path) must "
+            f"fall back to the collection's: {error}") from None
+    assert sorted(answer.origin for answer in answers).count("published") == 5
+    # A miss is still compared only with what is beside the recording that lacked the call.
+    state = ticket_state("C-2210", "T-999", "2026-10-01", "Hello", "A new ticket.")
+    with pytest.raises(RecordingMissError) as raised:
+        jev.ask(state, ROUTE)
+    assert raised.value.reasons[0].startswith(f"Nothing beside {new} says which requests"), (
+        raised.value.reasons)

@@ -29,10 +29,14 @@ from memorybook.config import (
     PROVENANCE_PATH,
     RECORDING_PATH,
     REPO_ROOT,
+    TYPESAFE_MODEL,
     ConfigError,
     restore_hint,
     timeout_seconds,
 )
+from memorybook.example import ROUTE as EXAMPLE_ROUTE
+from memorybook.example import later_state
+from memorybook.jev import request_json
 from memorybook.recording import (
     RecordingError,
     cache_key,
@@ -40,7 +44,7 @@ from memorybook.recording import (
     open_recording,
     read_recording,
 )
-from tests.helpers import COMMITTED_RECORDING, copy_of_the_collection, fresh_memory_system
+from tests.helpers import COMMITTED_RECORDING, copy_of_the_collection, fresh_jev
 
 COMMITTED_ENTRIES = json.loads(COMMITTED_RECORDING)
 STATE = {"customer": {"id": "C-1042", "company": "Acme Corp"},
@@ -162,18 +166,17 @@ def test_the_committed_recording_passes_every_check():
         assert recording.entry_shape_problem(entry) is None, key
 
 
-def test_a_damaged_committed_entry_stops_notebook_one(tmp_path, monkeypatch):
-    notebook_1 = fresh_memory_system(monkeypatch)
-    state = notebook_1.later_state("C-1042", 0)
-    key = cache_key(notebook_1.TYPESAFE_MODEL, *notebook_1.request_json(state, notebook_1.ROUTE))
+def test_a_damaged_committed_entry_stops_the_call_that_reads_it(tmp_path, monkeypatch):
+    state = later_state("C-1042", 0)
+    key = cache_key(TYPESAFE_MODEL, *request_json(state, EXAMPLE_ROUTE))
     damaged = copy.deepcopy(COMMITTED_ENTRIES)
     damaged[key]["answers"]["team"]["choice"] = "pizza_team"
     damaged[key]["answers"]["team"]["probabilities"]["cloud_ops"] = 0.99
     path = tmp_path / "json_cache.json"
     path.write_text(json.dumps(damaged, indent=2), encoding="utf-8")
-    notebook_1 = fresh_memory_system(monkeypatch, MEMORYBOOK_RECORDING=str(path))
+    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(path))
     with pytest.raises(RecordingError) as raised:
-        notebook_1.ask(state, notebook_1.ROUTE)
+        jev.ask(state, EXAMPLE_ROUTE)
     message = str(raised.value)
     assert str(path) in message
     assert "ticket T-201" in message and "customer C-1042" in message
@@ -420,12 +423,11 @@ def test_a_good_timeout_setting_is_used(monkeypatch):
 def test_a_bad_timeout_stops_the_first_live_call_with_a_clear_error(tmp_path, monkeypatch):
     empty = tmp_path / "json_cache.json"
     empty.write_text("{}", encoding="utf-8")
-    notebook_1 = fresh_memory_system(
-        monkeypatch, TYPESAFE_API_KEY="sk-test", MEMORYBOOK_LIVE_IN_CI="1",
-        MEMORYBOOK_TIMEOUT_SECONDS="abc", MEMORYBOOK_RECORDING=str(empty))
+    jev = fresh_jev(monkeypatch, TYPESAFE_API_KEY="sk-test", MEMORYBOOK_LIVE_IN_CI="1",
+                    MEMORYBOOK_TIMEOUT_SECONDS="abc", MEMORYBOOK_RECORDING=str(empty))
     with pytest.raises(ConfigError, match="MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive "
                                           "number"):
-        notebook_1.ask(notebook_1.later_state("C-1042", 0), notebook_1.ROUTE)
+        jev.ask(later_state("C-1042", 0), EXAMPLE_ROUTE)
 
 
 def test_a_live_answer_that_fails_the_checks_is_not_recorded(tmp_path):
@@ -482,8 +484,9 @@ def test_git_checkout_is_never_suggested_for_a_file_git_does_not_track(name):
 
 
 def test_a_blank_api_key_is_no_key(monkeypatch, capfd):
-    notebook_1 = fresh_memory_system(monkeypatch, TYPESAFE_API_KEY="  ")
-    answer = notebook_1.ask(notebook_1.later_state("C-1042", 0), notebook_1.ROUTE)
+    jev = fresh_jev(monkeypatch, TYPESAFE_API_KEY="  ")
+    assert jev.mode == "replay", "a blank key must replay: see replay_only_reason() in config.py"
+    answer = jev.ask(later_state("C-1042", 0), EXAMPLE_ROUTE)
     assert answer.answers["team"].choice == "cloud_ops"
     assert capfd.readouterr().err == ""
 
@@ -491,7 +494,7 @@ def test_a_blank_api_key_is_no_key(monkeypatch, capfd):
 def test_a_recording_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
     fifo = tmp_path / "json_cache.json"
     os.mkfifo(fifo)
-    code = ("from memorybook.memory_system import ROUTE, ask, later_state\n"
+    code = ("from memorybook.example import ROUTE, ask, later_state\n"
             "ask(later_state('C-1042', 0), ROUTE)")  # its first lookup reads the file
     try:
         result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, timeout=20,

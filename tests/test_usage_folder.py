@@ -15,7 +15,7 @@ def test_a_plain_pytest_run_leaves_no_usage_folder_behind(tmp_path):
     env["TMPDIR"] = str(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
-         "tests/test_pattern.py"],
+         "tests/test_recording.py"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
