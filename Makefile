@@ -72,15 +72,18 @@ setup: $(INSTALLED) ## Create .venv and install exactly uv.lock (the lock), and 
 # constraints), with hashes, for every platform, from the oldest Python pyproject.toml allows.
 # --no-strip-extras keeps `jsonschema[format-nongpl]==...`: without the extra in the pin, pip
 # refuses a hashed lock that holds a distribution below its newest version when another one asks
-# for it with an extra (pypa/pip#9644), as jupyter-events asks for jsonschema. The collection's
-# own tooling (dev/) is left out: pip installs it with `pip install -e dev`.
+# for it with an extra (pypa/pip#9644), as jupyter-events asks for jsonschema. The input is this
+# project (`-e .`, read from stdin) and the dev group, which asks for the project again with both
+# its extras (memorybook[service,postgres]): given `-e .`, uv takes the project from this folder
+# instead of looking for it on the index. The project itself is not written out, nor the
+# collection's own tooling (dev/): pip installs them with `pip install -e . -e dev`.
 OLDEST_PYTHON := $(shell sed -n 's/^requires-python = ">=\([0-9.]*\).*/\1/p' pyproject.toml)
 define LOCK_FOR_PIP
 $(UV) export --quiet --frozen --all-groups --no-emit-project --no-emit-package memorybook-dev \
 	--no-hashes --no-header --no-annotate -o $(VENV)/uv-lock-versions.txt
-$(UV) pip compile --quiet pyproject.toml --group dev --universal \
+echo '-e .' | $(UV) pip compile --quiet - --group pyproject.toml:dev --universal \
 	--python-version $(OLDEST_PYTHON) --no-strip-extras --generate-hashes \
-	--no-emit-package memorybook-dev \
+	--no-emit-package memorybook --no-emit-package memorybook-dev \
 	--constraints $(VENV)/uv-lock-versions.txt --custom-compile-command 'make lock' \
 	-o requirements.txt
 endef

@@ -3,7 +3,9 @@ same lock for plain pip.
 
 pyproject.toml declares the direct requirements; `make lock` resolves them into uv.lock and
 writes requirements.txt from it; `make setup` installs uv.lock exactly. uv checks the first and
-the last of these itself (`uv lock --check`, `uv sync --check`); the rest is checked here.
+the last of these itself (`uv lock --check`, `uv sync --check`); the rest is checked here. An app
+installs memorybook/ with the extras it needs (tests/test_packaging.py); the collection gets them
+all, through its dev group.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import importlib.metadata
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -83,3 +86,25 @@ def test_requirements_txt_pins_each_distribution_with_the_extras_asked_of_it():
     missing = {name: extras - pins[name][1] for name, extras in asked.items()
                if extras - pins[name][1]}
     assert missing == {}, "run `make lock` (it keeps extras: --no-strip-extras)"
+
+
+def test_the_collection_installs_and_pins_what_every_extra_asks_for():
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = pyproject["project"]["optional-dependencies"]
+    asked = {canonicalize_name(Requirement(need).name)
+             for needs in extras.values() for need in needs}
+    assert asked, "pyproject.toml declares no extras: the service and postgres ones are gone"
+    pins = applying_here(PIP_LOCK.read_text(encoding="utf-8").splitlines())
+    assert sorted(asked - pins.keys()) == [], (
+        "requirements.txt lacks what an extra asks for: the dev group in pyproject.toml must "
+        f"ask for memorybook[{','.join(extras)}]; then `make lock`")
+    not_installed = []
+    for name in sorted(asked):
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            not_installed.append(name)
+    assert not_installed == [], (
+        f".venv lacks {not_installed}, asked for by memorybook's extras: the dev group in "
+        f"pyproject.toml must ask for memorybook[{','.join(extras)}]; then `make lock` and "
+        "`make setup`")

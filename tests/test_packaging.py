@@ -1,10 +1,14 @@
-"""What `pip install .` gives an app: the package memorybook/ and nothing of the collection's own
-tooling (dev/: the kernel set-up and provisioner), so no kernel of the app's changes; and, used
-from a folder of its own, a module that replays the recording $MEMORYBOOK_RECORDING names, or
-says that it needs that variable."""
+"""What an app installs, `pip install "memorybook[service,postgres]"`: the package memorybook/
+alone, with nothing of the collection's own tooling (dev/: the kernel set-up and provisioner), so
+no kernel of the app's changes; none of the notebook stack (JupyterLab, IPython, matplotlib,
+nbformat...), which only the collection's dev group brings; at most 116 MB of site-packages; and,
+used from a folder of its own, a module that replays the recording $MEMORYBOOK_RECORDING names,
+or says that it needs that variable."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,23 +17,26 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from memorybook.config import RECORDING_ENV, RECORDING_PATH
 from tests.helpers import REPO_ROOT
 
-# A recorded call (C-1042's slow dashboards, plainly routed), asked as an app would ask it.
-APP = """\
-import memorybook.memory_system as m
-print("imported from", m.__file__)
-print(m.ask(m.later_state("C-1042", 0), m.ROUTE).answers["team"].choice)
-"""
+UV = Path(sys.executable).with_name("uv")
+EXTRAS = "service,postgres"
+# What the notebooks need and an app must never be made to install: the collection's dev group
+# in pyproject.toml brings them, [project] dependencies and its extras must not.
+NOTEBOOK_STACK = {"jupyterlab", "notebook", "ipykernel", "ipython", "matplotlib", "nbformat",
+                  "nbclient", "nbconvert", "jupyter-server", "jupyter-client", "asgi-lifespan"}
+# An app's site-packages with both extras, .pyc files included (`pip install` compiles them):
+# 58 MB on 2026-12-02 (`du -sm`); 443 MB when `pip install .` brought the notebook stack too.
+MOST_MEGABYTES = 116
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    uv = Path(sys.executable).with_name("uv")
-    built = subprocess.run([str(uv), "build", "--wheel", "--quiet", "--out-dir", str(out),
+    built = subprocess.run([str(UV), "build", "--wheel", "--quiet", "--out-dir", str(out),
                             str(REPO_ROOT)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, f"`uv build --wheel` of the checkout failed: {built.stderr}"
     [path] = out.glob("memorybook-*.whl")
@@ -45,9 +52,113 @@ def test_the_wheel_an_app_installs_holds_memorybook_alone(wheel):
         "[tool.setuptools.packages.find] in pyproject.toml")
     assert not any(name.endswith("entry_points.txt") for name in names), (
         "the wheel registers entry points: an app's install must register nothing")
-    assert "memorybook/memory_system.py" in names and "memorybook/store/__init__.py" in names, (
-        "the wheel lacks the generated module or the store: run `make export` and check "
-        "pyproject.toml's package list")
+    missing = {"memorybook/__init__.py", "memorybook/store/__init__.py"} - set(names)
+    assert not missing, (
+        f"the wheel lacks {sorted(missing)}: check [tool.setuptools.packages.find] in "
+        "pyproject.toml")
+
+
+def test_the_lock_resolves_an_apps_install_without_the_notebook_stack():
+    # What uv.lock would install for memorybook[service,postgres] without the dev group: the
+    # same question as the install below, answered offline and at once.
+    exported = subprocess.run(
+        [str(UV), "export", "--frozen", "--offline", "--no-dev", "--no-emit-project",
+         *(f"--extra={extra}" for extra in EXTRAS.split(",")), "--no-hashes", "--no-header",
+         "--no-annotate"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    names = {canonicalize_name(line.split("==")[0].split("[")[0])
+             for line in exported.stdout.splitlines() if "==" in line}
+    assert {"fastapi", "uvicorn", "psycopg", "cryptography", "typesafe-sdk"} <= names, (
+        f"uv.lock's install of memorybook[{EXTRAS}] lacks what the store or the service "
+        f"imports: {sorted(names)}; check [project] dependencies and "
+        "[project.optional-dependencies] in pyproject.toml, then `make lock`")
+    assert not names & NOTEBOOK_STACK, (
+        f"memorybook[{EXTRAS}] brings {sorted(names & NOTEBOOK_STACK)}: the notebook stack "
+        "belongs in pyproject.toml's dev group, not in [project] dependencies or its extras")
+
+
+@pytest.fixture(scope="module")
+def app_venv(wheel, tmp_path_factory) -> Path:
+    """A fresh venv outside the checkout, given `<wheel>[service,postgres]` and whatever it
+    asks for, from the package index (or uv's cache) as an app's install would get them."""
+    folder = tmp_path_factory.mktemp("app-install")
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   cwd=folder, timeout=120)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    # --compile-bytecode: the .pyc files `pip install` writes count in the size too
+    installed = subprocess.run(
+        [str(UV), "pip", "install", "--compile-bytecode", "--python",
+         str(venv / "bin" / "python"), f"{wheel}[{EXTRAS}]"],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, (
+        f"installing {wheel.name}[{EXTRAS}] in a fresh venv failed (it needs the package "
+        f"index, or uv's cache that `make setup` filled):\n{installed.stderr}")
+    # What uv says it resolved, downloaded, built and installed (shown with `pytest -s`)
+    print("".join(line + "\n" for line in installed.stderr.splitlines()
+                  if not line.startswith(" + ")), end="")
+    return venv
+
+
+def in_app_venv(venv: Path, code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=venv.parent,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin"})
+
+
+def test_an_apps_install_holds_none_of_the_notebook_stack(app_venv):
+    listed = in_app_venv(app_venv, "import importlib.metadata as m, json; "
+                                   "print(json.dumps([d.metadata['Name'] for d in "
+                                   "m.distributions()]))")
+    assert listed.returncode == 0, listed.stderr
+    names = {canonicalize_name(name) for name in json.loads(listed.stdout)}
+    assert {"memorybook", "fastapi", "uvicorn", "psycopg"} <= names, (
+        f"memorybook[{EXTRAS}] did not install the extras' distributions: {sorted(names)}; "
+        "check [project.optional-dependencies] in pyproject.toml")
+    assert not names & NOTEBOOK_STACK, (
+        f"`pip install memorybook[{EXTRAS}]` installed {sorted(names & NOTEBOOK_STACK)}: "
+        "move what brings them from [project] dependencies or its extras to the dev group "
+        "in pyproject.toml (`uv tree --no-dev` shows who asks for them)")
+
+
+def site_packages_megabytes(venv: Path) -> float:
+    """What `du -sm` says site-packages takes on disk: every file's and folder's blocks, each
+    file once however many links it has (uv links files from its cache), in MiB."""
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    blocks = {(found.st_dev, found.st_ino): found.st_blocks
+              for found in (path.lstat() for path in [site, *site.rglob("*")])}
+    return sum(blocks.values()) * 512 / 2**20
+
+
+def test_an_apps_install_weighs_at_most_116_megabytes(app_venv):
+    megabytes = site_packages_megabytes(app_venv)
+    print(f"site-packages of memorybook[{EXTRAS}]: {megabytes:.1f} MB "
+          f"(at most {MOST_MEGABYTES} MB)")
+    assert megabytes <= MOST_MEGABYTES, (
+        f"memorybook[{EXTRAS}] installs {megabytes:.1f} MB of site-packages, more than "
+        f"{MOST_MEGABYTES} MB: find the heavy distribution (`du -sh` in the venv) and keep it "
+        "out of [project] dependencies and the extras in pyproject.toml")
+
+
+def test_an_apps_install_imports_the_package_the_store_and_the_extras(app_venv):
+    imported = in_app_venv(app_venv, "import memorybook, memorybook.store, fastapi, uvicorn, "
+                                     "psycopg; print(memorybook.__file__)")
+    assert imported.returncode == 0, (
+        f"`import memorybook, memorybook.store` or an extra's module fails where only "
+        f"memorybook[{EXTRAS}] is installed: memorybook/ imports something its dependencies "
+        f"do not bring (add it to pyproject.toml, or import it lazily):\n{imported.stderr}")
+    assert imported.stdout.startswith(str(app_venv)), (
+        f"the app imported another memorybook than the one installed: {imported.stdout}")
+
+
+# The lead's from here to the end (being rewritten with the app's own API): a recorded call
+# (C-1042's slow dashboards, plainly routed), asked as an app would ask it.
+APP = """\
+import memorybook.memory_system as m
+print("imported from", m.__file__)
+print(m.ask(m.later_state("C-1042", 0), m.ROUTE).answers["team"].choice)
+"""
 
 
 def installed_app(wheel: Path, folder: Path) -> Path:
@@ -55,8 +166,7 @@ def installed_app(wheel: Path, folder: Path) -> Path:
     environment's, by a .pth line, so nothing is downloaded), and an app folder of its own."""
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    uv = Path(sys.executable).with_name("uv")
-    subprocess.run([str(uv), "pip", "install", "--quiet", "--no-deps", "--python",
+    subprocess.run([str(UV), "pip", "install", "--quiet", "--no-deps", "--python",
                     str(venv / "bin" / "python"), str(wheel)], check=True, timeout=120)
     [site] = (venv / "lib").glob("python3*/site-packages")
     (site / "the_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")

@@ -1,5 +1,6 @@
 """`make setup` builds .venv on the Python that PYTHON names, or stops with one message saying
-what it found, what it needs and what to do; a failed set-up leaves no .venv behind.
+what it found, what it needs and what to do; a failed set-up leaves no .venv behind. `make lock`
+writes the committed lock and requirements.txt again, the extras the dev group asks for included.
 
 Each test runs the real Makefile in a scratch folder that holds only what set-up reads.
 """
@@ -111,3 +112,28 @@ def test_a_failed_set_up_leaves_no_venv_behind(collection):
     assert result.returncode != 0
     assert "uv" in result.stderr
     assert not (collection / ".venv").exists()
+
+
+def test_make_lock_writes_the_same_lock_and_requirements_txt_again(collection):
+    # `make lock` in a copy of what it reads, with this .venv's uv: the dev group asks for this
+    # project with its extras, which uv pip compile must take from the folder, not the index.
+    for name in ("README.md", "LICENSE"):
+        shutil.copy(REPO_ROOT / name, collection / name)
+    shutil.copytree(REPO_ROOT / "memorybook", collection / "memorybook",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (collection / ".venv" / "bin").mkdir(parents=True)
+    (collection / ".venv" / "bin" / "uv").symlink_to(Path(sys.executable).with_name("uv"))
+    result = make(collection, "lock")
+    assert result.returncode == 0, (
+        f"`make lock` failed (it needs the package index); see LOCK_FOR_PIP in the Makefile:\n"
+        f"{result.stderr}")
+    assert (collection / "uv.lock").read_bytes() == (REPO_ROOT / "uv.lock").read_bytes(), (
+        "`make lock` changes uv.lock: run it and commit the result")
+
+    def pins(path: Path) -> list[str]:  # hashes aside: the index may add a wheel to a version
+        return [line for line in path.read_text(encoding="utf-8").splitlines()
+                if not line.strip().startswith(("--hash=", "#"))]
+
+    assert pins(collection / "requirements.txt") == pins(REPO_ROOT / "requirements.txt"), (
+        "`make lock` writes another requirements.txt than the committed one: run it and commit "
+        "the result")
