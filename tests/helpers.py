@@ -105,6 +105,19 @@ def live_jev(monkeypatch, base_url: str, key: str, recording: Path, **extra: str
                      MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(recording), **extra)
 
 
+def readme_app_example() -> tuple[str, str]:
+    """The Python example that opens the README's section for apps, and what the README says
+    it prints."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use it in an app", 1)[-1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    said = re.search(r"It prints `([^`]+)`", section)
+    assert blocks and said, (
+        "README.md's section 'Use it in an app' must start with a Python example and say what "
+        "it prints (It prints `...`)")
+    return blocks[0], said.group(1)
+
+
 def one_live_call(jev: Jev) -> str:
     """Route ticket T-201 through `jev`; what a failure of the API says, else ""."""
     from typesafe_sdk import TypeSafeError

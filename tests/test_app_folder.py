@@ -243,14 +243,13 @@ def test_every_numbered_notebook_link_and_mention_points_at_a_notebook_that_is_t
 SENT_THERE_FOR = [
     ("memorybook/replay.py", "notebook 2 says which thresholds replay", 2,
      "## Which thresholds replay"),
-    ("dev/memorybook_dev/collection_kernel.py", "notebook 1's settings cell", 1,
-     "# pattern: the settings"),
+    ("02_memory_gate.ipynb", "notebook 1's settings cell", 1, "# pattern: the settings"),
     ("01_memory_system.ipynb", "[notebook 6](06_persistent_memory.ipynb)", 6,
      "open_store("),
     ("01_memory_system.ipynb", "[notebook 7](07_next_steps.ipynb)", 7,
      "## 1 · Choose which memories to add"),
     ("02_memory_gate.ipynb", "[Notebook 7](07_next_steps.ipynb) picks a threshold", 7,
-     "def pick_threshold"),
+     "pick_threshold("),
 ]
 
 

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from memorybook.config import RECORDING_ENV, RECORDING_PATH
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, readme_app_example
 
 UV = Path(sys.executable).with_name("uv")
 EXTRAS = "service,postgres"
@@ -152,54 +151,28 @@ def test_an_apps_install_imports_the_package_the_store_and_the_extras(app_venv):
         f"the app imported another memorybook than the one installed: {imported.stdout}")
 
 
-# The lead's from here to the end (being rewritten with the app's own API): a recorded call
-# (C-1042's slow dashboards, plainly routed), asked as an app would ask it.
-APP = """\
-import memorybook.memory_system as m
-print("imported from", m.__file__)
-print(m.ask(m.later_state("C-1042", 0), m.ROUTE).answers["team"].choice)
-"""
-
-
-def installed_app(wheel: Path, folder: Path) -> Path:
-    """A fresh venv outside the checkout with the wheel installed (its dependencies are this
-    environment's, by a .pth line, so nothing is downloaded), and an app folder of its own."""
-    venv = folder / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    subprocess.run([str(UV), "pip", "install", "--quiet", "--no-deps", "--python",
-                    str(venv / "bin" / "python"), str(wheel)], check=True, timeout=120)
-    [site] = (venv / "lib").glob("python3*/site-packages")
-    (site / "the_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    app = folder / "my_app"
-    app.mkdir()
-    (app / "app.py").write_text(APP, encoding="utf-8")
-    return venv / "bin" / "python"
-
-
-def run_app(python: Path, app: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "app.py"], cwd=app, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", **env})
-
-
-def test_installed_it_replays_the_recording_its_variable_names_and_otherwise_says_so(
-        wheel, tmp_path):
-    python = installed_app(wheel, tmp_path)
+def test_the_readmes_app_example_runs_as_printed_in_an_apps_install(app_venv, tmp_path):
+    code, printed = readme_app_example()
     app = tmp_path / "my_app"
+    app.mkdir()
+    (app / "app.py").write_text(code, encoding="utf-8")
     recording = tmp_path / "elsewhere" / "json_cache.json"  # without provenance.json beside it
     recording.parent.mkdir()
     shutil.copyfile(RECORDING_PATH, recording)
+    python = str(app_venv / "bin" / "python")
 
-    replayed = run_app(python, app, **{RECORDING_ENV: str(recording)})
-    assert replayed.returncode == 0, (
-        f"installed memorybook did not replay a recorded call from {RECORDING_ENV}; "
+    def run_app(**env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([python, "app.py"], cwd=app, capture_output=True, text=True,
+                              timeout=120, env={"PATH": "/usr/bin:/bin", **env})
+
+    replayed = run_app(**{RECORDING_ENV: str(recording)})
+    assert replayed.returncode == 0 and replayed.stdout.strip() == printed, (
+        f"README.md's app example, installed as an app installs memorybook[{EXTRAS}] and run "
+        f"from a folder of its own with {RECORDING_ENV}, must print {printed!r}; "
         f"memorybook/config.py's paths must not need the checkout:\n{replayed.stderr}")
-    assert f"imported from {tmp_path / 'venv'}" in replayed.stdout, (
-        f"the app imported another memorybook than the one installed:\n{replayed.stdout}")
-    assert replayed.stdout.splitlines()[-1] == "cloud_ops", replayed.stdout
-
-    missing = run_app(python, app)
+    missing = run_app()
     last = missing.stderr.strip().splitlines()[-1]
-    [site] = (tmp_path / "venv" / "lib").glob("python3*/site-packages")
+    [site] = (app_venv / "lib").glob("python3*/site-packages")
     assert missing.returncode != 0 and RECORDING_ENV in last and (
         str(site / "json_cache" / "json_cache.json") in last), (
         f"installed without {RECORDING_ENV}, a call must stop with one line naming the variable "

@@ -239,9 +239,10 @@ def markdown_words() -> dict[str, int]:
 # Tables that list the notebooks grow by a row with each one (CONTRIBUTING, "Add a notebook"):
 # the budgets hold prose. "every notebook": the nine notebooks before notebook 1 became the whole
 # page held 5,892 words, 655 a notebook; so many a notebook, on average, however many there are.
-# "README, without its tables": 1,200 words with the table of eight notebooks (157 words).
+# "README, without its tables": 1,200 words with the table of eight notebooks (157 words), and
+# 200 more for its section for apps: the whole README within 1,400 words, tables included.
 BUDGETS = {"before ask_with_memory()": 900, "notebooks 1-6": 3_400,
-           "every notebook": 655 * len(NOTEBOOKS), "README, without its tables": 1_043}
+           "every notebook": 655 * len(NOTEBOOKS), "README, without its tables": 1_243}
 
 
 def test_the_way_in_stays_within_its_word_budgets():
