@@ -1,8 +1,8 @@
 """Importing the package does nothing: no data file opened, no client started, no hook installed.
 
-The notebooks and tools import notebook 1's module for its code; what it needs (the recording, the
-client) is made at the first call. So a test of a pure function can import it in-process. And no
-module of the package imports, even later, one that imports it back.
+An app, the notebooks and the tools import memorybook for its code; what a call needs (the
+recording, the client) is made at the first call. So a test of a pure function can import it
+in-process. And no module of the package imports, even later, one that imports it back.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import {modules}
 ours = [name for name in opened if name.startswith({root!r}) and "/.venv/" not in name]
 print("opened:", ours)
 import typesafe_sdk
-made = [name for name in dir(sys.modules["memorybook.memory_system"])
-        if isinstance(getattr(sys.modules["memorybook.memory_system"], name),
-                      typesafe_sdk.TypeSafeClient)]
+made = [f"{{module}}.{{name}}" for module in list(sys.modules) if module.startswith("memorybook")
+        for name, value in vars(sys.modules[module]).items()
+        if isinstance(value, (typesafe_sdk.TypeSafeClient, typesafe_sdk.AsyncTypeSafeClient))]
 print("clients:", made)
 try:
     from IPython import get_ipython
@@ -59,9 +59,9 @@ def test_the_model_is_pinned_once():
     found = subprocess.run(["git", "grep", "-n", "-E", r'(^|")\s*TYPESAFE_MODEL\s*=', "--",
                             "*.py", "*.ipynb"], cwd=REPO_ROOT, capture_output=True, text=True)
     places = [line.split(":")[0] for line in found.stdout.splitlines()]
-    assert places == ["memorybook/memory_system.py", "notebooks/01_memory_system.ipynb"], (
-        f"TYPESAFE_MODEL is assigned in {places}: only notebook 1 pins it (and the module "
-        "exported from it); import it from memorybook.memory_system elsewhere")
+    assert places == ["memorybook/config.py", "notebooks/01_memory_system.ipynb"], (
+        f"TYPESAFE_MODEL is assigned in {places}: the library pins it in memorybook/config.py "
+        "and notebook 1, the page, in its settings cell; import it from memorybook elsewhere")
 
 
 def imports_within_the_package() -> dict[str, set[str]]:

@@ -1,17 +1,10 @@
 """Every command that meets a call the recording lacks says the same thing: which calls, why each
 most likely missed, what each would cost, and the one command that records them.
 
-<<<<<<< HEAD
-Each test runs a command as `make` does, in a copy of the tree where a ticket of the library's
-DATA (memorybook/memory_system.py) was edited, as a maintainer would: `make record-dry-run`, a
-keyless `make record`, `make run` and `make recording`. Those are processes, so each is the
-subject.
-=======
 Each test runs a command as `make` does, in a copy of the tree where a ticket of the example's
 DATA was edited, in notebook 1 and in memorybook/example.py, as a maintainer would: `make
 record-dry-run`, a keyless `make record`, `make run` and `make recording`. Those are processes,
 so each is the subject.
->>>>>>> t2
 """
 
 from __future__ import annotations
@@ -22,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from memorybook.config import RECORDING_PATH
@@ -39,15 +33,6 @@ RECORD_LINE = f"To record them: `{RECORD_COMMAND}`, read its report, then `make 
 
 @pytest.fixture(scope="module")
 def edited_tree(tmp_path_factory) -> Path:
-<<<<<<< HEAD
-    """A copy of the tree whose library has one ticket's text edited."""
-    copy = copy_of_the_collection(tmp_path_factory.mktemp("edited") / "copy")
-    shutil.copytree(REPO_ROOT / "tools", copy / "tools")
-    path = copy / "memorybook" / "memory_system.py"
-    source = path.read_text(encoding="utf-8")
-    assert source.count(OLD_TEXT) == 1, "test_missing_calls.py: update OLD_TEXT to a ticket's text"
-    path.write_text(source.replace(OLD_TEXT, NEW_TEXT), encoding="utf-8")
-=======
     """A copy of the tree with one ticket's text edited in notebook 1's DATA and in the
     library's (memorybook/example.py), which the tools and notebooks 2-10 ask with."""
     copy = copy_of_the_collection(tmp_path_factory.mktemp("edited") / "copy")
@@ -62,7 +47,6 @@ def edited_tree(tmp_path_factory) -> Path:
     text = example.read_text(encoding="utf-8")
     assert text.count(OLD_TEXT) == 1, "test_missing_calls.py: OLD_TEXT is not once in DATA"
     example.write_text(text.replace(OLD_TEXT, NEW_TEXT), encoding="utf-8")
->>>>>>> t2
     return copy
 
 
