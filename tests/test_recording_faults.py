@@ -242,9 +242,9 @@ def write_one(path: Path) -> None:
 HOLD_THE_LOCK = """
 import json, sys
 from pathlib import Path
-from memorybook.recording.file import _locked
+from memorybook.recording.disk import writers_lock
 path = Path(sys.argv[1])
-with _locked(path):
+with writers_lock(path):
     path.write_text(json.dumps({"theirs": json.loads(sys.argv[2])}), encoding="utf-8")
     print("held", flush=True)
     sys.stdin.read()

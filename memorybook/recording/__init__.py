@@ -1,7 +1,8 @@
 """The recording: cooksafe's JSON cache of System One answers, read safely and written safely.
 
     file.py        reading the file with errors that name it; the merged, locked, atomic write
-    commit.py      files replaced both or neither (an accept's), and the writers' lock
+    commit.py      files replaced both or neither (an accept's)
+    disk.py        the writers' lock, file modes, synced writes: what every writer shares
     checks.py      what can be wrong with an entry, or with an answer to the call's questions
     cache.py       CheckedJsonCache and open_recording: the cache the notebooks decorate with
     provenance.py  json_cache/provenance.json, read in this one place

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from memorybook.config import missing_recording_problem, recording_path, restore_hint, shown_path
 from memorybook.recording.checks import entry_shape_problem
-from memorybook.recording.commit import CommitError, _locked, _mode_for, finish_pending_commit
+from memorybook.recording.commit import CommitError, finish_pending_commit
+from memorybook.recording.disk import file_mode, writers_lock
 from memorybook.recording.provenance import call_named_for
 from memorybook.redaction import redact
 
@@ -59,7 +60,7 @@ def save_merged(path: Path, entries: dict) -> None:
 
 def _write_merged(path: Path, entries: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(path):
+    with writers_lock(path):
         merged = {**entries, **read_recording(path)}
         text = json.dumps({key: merged[key] for key in sorted(merged)}, indent=2)
         write_text_atomically(path, text)
@@ -75,7 +76,7 @@ def write_text_atomically(path: Path, text: str) -> None:
     any failure (a full disk, a read-only folder, Ctrl-C) the old file stays as it was and the
     temporary file is removed.
     """
-    mode = _mode_for(path)
+    mode = file_mode(path)
     temporary = None
     try:
         with tempfile.NamedTemporaryFile(
