@@ -114,3 +114,91 @@ def test_no_module_of_the_package_imports_one_that_imports_it_back():
         "imports_within_the_package()")
     cycle = a_cycle(graph)
     assert cycle == [], " -> ".join(cycle)
+
+
+# -- no module imports another's private names -----------------------------------------------
+
+SCANNED = ("memorybook", "tools", "dev", "benchmarks")  # what must keep to public names
+OUR_PACKAGES = ("memorybook", "memorybook_dev", "tools", "benchmarks", "tests")
+
+
+def module_name(path) -> str:
+    """The name a file of this repository is imported by (dev/ holds memorybook_dev)."""
+    root = REPO_ROOT / "dev" if path.is_relative_to(REPO_ROOT / "dev") else REPO_ROOT
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+OUR_MODULES = {module_name(path) for folder in (*SCANNED, "tests")
+               for path in (REPO_ROOT / folder).rglob("*.py")}
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def is_ours(module: str | None) -> bool:
+    return module is not None and module.split(".")[0] in OUR_PACKAGES
+
+
+def private_names_used(source: str, module: str, is_package: bool = False) -> list[str]:
+    """Where the code of `module` imports an underscored name of another module of this
+    repository (`from x import _y`), or reads one off such a module (`x._y`)."""
+    package = module if is_package else module.rpartition(".")[0]
+    tree = ast.parse(source)
+    modules: dict[str, str] = {}  # a name bound to one of our modules -> that module
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source_module = resolve_name("." * node.level + (node.module or ""), package)
+            if not is_ours(source_module):
+                continue
+            for alias in node.names:
+                if f"{source_module}.{alias.name}" in OUR_MODULES:
+                    modules[alias.asname or alias.name] = f"{source_module}.{alias.name}"
+                if is_private(alias.name) and source_module != module:
+                    found.append(f"line {node.lineno}: from {source_module} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if is_ours(alias.name):
+                    name = alias.asname or alias.name.split(".")[0]
+                    modules[name] = alias.name if alias.asname else name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr):
+            parts, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                parts.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in modules:
+                owner = ".".join([modules[value.id], *parts])
+                if owner in OUR_MODULES and owner != module:
+                    found.append(f"line {node.lineno}: {owner}.{node.attr}")
+    return found
+
+
+def test_the_private_name_check_finds_both_kinds_of_use():
+    source = ("from memorybook.recording.commit import CommitError, _sha256\n"
+              "from ..recording import file as f\n"
+              "import memorybook.recording.disk\n"
+              "f._same_json(1, 2)\n"
+              "memorybook.recording.disk._lock(None)\n"
+              "from tools.record.run import __doc__, _STOPPED\n")
+    assert private_names_used(source, "memorybook.store.example") == [
+        "line 1: from memorybook.recording.commit import _sha256",
+        "line 6: from tools.record.run import _STOPPED",
+        "line 4: memorybook.recording.file._same_json",
+        "line 5: memorybook.recording.disk._lock",
+    ], "tests/test_imports.py's private_names_used() no longer finds what it looks for"
+
+
+def test_no_module_imports_another_modules_private_names():
+    used = {}
+    for folder in SCANNED:
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            found = private_names_used(path.read_text(encoding="utf-8"), module_name(path),
+                                       path.name == "__init__.py")
+            if found:
+                used[str(path.relative_to(REPO_ROOT))] = found
+    assert used == {}, (
+        "modules use another module's underscored names; give what they need a public name in "
+        "a module named for its job (as memorybook/recording/disk.py's writers_lock), or keep "
+        f"it in one module: {used}")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import PROVENANCE_PATH, RECORDING_PATH
-from memorybook.recording import RecordingError, open_recording
+from memorybook.recording import RecordingError, canonical_text, open_recording
 from tests import helpers
 from tests.helpers import (
     COMMITTED_RECORDING,
@@ -60,6 +60,21 @@ def record(base_url: str, tmp_path: Path, calls_only: bool = False,
                           env=live_env(base_url, tmp_path / "new.json", **extra))
 
 
+def assert_holds_the_committed_answers(path: Path) -> None:
+    """The new recording holds the committed answers, each once, in the order they came in (an
+    answer is added after the others, not sorted in); accepted, it is the committed file."""
+    text = path.read_text(encoding="utf-8")
+    keys = [key for key, _ in json.loads(text, object_pairs_hook=list)]
+    assert len(keys) == len(set(keys)), (
+        f"{path} holds a key twice: memorybook/recording/file.py's append_entries must never "
+        "add a key the file holds")
+    assert json.loads(text) == json.loads(COMMITTED_TEXT), (
+        f"{path} does not hold the committed answers: an answer was lost or changed")
+    assert canonical_text(json.loads(text)) == COMMITTED_TEXT, (
+        "the sorted form of a recording is not the committed file's: `make accept-recording` "
+        "(file.canonical_text) must commit it as build_recording wrote it")
+
+
 def stdout_of(path: Path) -> str:
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return "".join("".join(o.get("text", "")) for c in cells for o in c.get("outputs", [])
@@ -72,7 +87,7 @@ def test_recording_live_reproduces_the_committed_recording_and_outputs(tmp_path)
         hits, misses = server.hits(), server.misses()
     assert result.returncode == 0, result.stderr
     assert (hits, misses) == (31, 0), "each of the 31 calls went live exactly once"
-    assert (tmp_path / "new.json").read_text(encoding="utf-8") == COMMITTED_TEXT
+    assert_holds_the_committed_answers(tmp_path / "new.json")
     assert "31 of 31 published figures reproduce." in result.stdout
     assert "Calls whose answers changed: 0" in result.stdout
     for committed in sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
@@ -179,7 +194,7 @@ def test_an_interrupted_recording_keeps_every_answer_so_far_and_resumes(tmp_path
         assert all(COMMITTED_TEXT.count(key) == 1 for key in kept)
         resumed = record(server.base_url, tmp_path, calls_only=True)
     assert resumed.returncode == 0, resumed.stderr
-    assert new.read_text(encoding="utf-8") == COMMITTED_TEXT
+    assert_holds_the_committed_answers(new)
     assert "31 of 31 published figures reproduce." in resumed.stdout
 
 
@@ -199,7 +214,7 @@ def test_two_writers_at_once_lose_nothing(tmp_path):
                    for customer in ("C-1042", "C-2210")]
         errors = [writer.communicate(timeout=120)[1] for writer in writers]
     assert all(writer.returncode == 0 for writer in writers), errors
-    assert new.read_text(encoding="utf-8") == COMMITTED_TEXT
+    assert_holds_the_committed_answers(new)
 
 
 def test_a_corrupt_new_recording_stops_the_run_and_is_left_as_it_was(tmp_path):
@@ -259,22 +274,30 @@ def test_recording_needs_a_key_and_refuses_in_ci_unless_asked(tmp_path, monkeypa
     assert "CI is set. Nothing was sent." in capsys.readouterr().err
 
 
-def accepting(tmp_path: Path, new: dict, indent: int = 2) -> tuple[int, Path, Path]:
-    """Accept `new` over scratch copies of the committed recording and provenance."""
+def accepting(tmp_path: Path, new: dict, indent: int = 2,
+              target_text: str = COMMITTED_TEXT) -> tuple[int, Path, Path]:
+    """Accept `new` over scratch copies of the committed recording (or `target_text`) and
+    provenance."""
     from tools.record.accept import accept
 
     path, target, provenance = tmp_path / "new.json", tmp_path / "rec.json", tmp_path / "prov.json"
     path.write_text(json.dumps(new, indent=indent), encoding="utf-8")
-    target.write_text(COMMITTED_TEXT, encoding="utf-8")
+    target.write_text(target_text, encoding="utf-8")
     shutil.copyfile(PROVENANCE_PATH, provenance)
     return accept(path, target, provenance), target, provenance
 
 
 def test_accepting_a_complete_recording_replaces_the_target_and_keeps_each_values_origin(
         tmp_path):
-    status, target, provenance = accepting(tmp_path, json.loads(COMMITTED_TEXT), indent=1)
+    # The answers in the order a live run adds them (not sorted), over a target laid out
+    # otherwise (indented by 1), so that there is something to accept.
+    committed = json.loads(COMMITTED_TEXT)
+    status, target, provenance = accepting(tmp_path, dict(reversed(committed.items())),
+                                           target_text=json.dumps(committed, indent=1))
     assert status == 0
-    assert json.loads(target.read_text(encoding="utf-8")) == json.loads(COMMITTED_TEXT)
+    assert target.read_text(encoding="utf-8") == COMMITTED_TEXT, (
+        "an accept must commit the sorted form, indented by 2: tools/record/accept.py "
+        "(file.canonical_text)")
     written = json.loads(provenance.read_text(encoding="utf-8"))
     assert written["origin"] == "recorded" and written["model"] == "jev-1.14.0"
     assert set(written["entries"]) == set(json.loads(COMMITTED_TEXT))

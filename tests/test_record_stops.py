@@ -44,18 +44,21 @@ STOP_BOUND = 2.0  # seconds from Ctrl-C to the process having exited (issue 8)
 FAILURE_BOUND = 10.0  # seconds from a failure to the process having exited ("within seconds")
 TWO_NOTEBOOKS = [str(path) for path in NOTEBOOKS if path.name.startswith(("01_", "04_"))]
 
-# Runs tools.record as `make record` does, after replacing os.replace (the recording's last write
-# step) with one that fails from the (FAIL_AFTER+1)th call on with the errno in FAIL_ERRNO.
+# Runs tools.record as `make record` does, after making the recording's writes fail from the
+# (FAIL_AFTER+1)th on with the errno in FAIL_ERRNO: os.replace (the last step of the first
+# answer's write, which creates the file) and os.pwrite (an answer added in place).
 INJECTED = textwrap.dedent("""
     import errno, os, runpy
-    real_replace, calls = os.replace, [0]
-    def failing_replace(source, target):
-        calls[0] += 1
-        if calls[0] > int(os.environ["FAIL_AFTER"]):
-            code = getattr(errno, os.environ["FAIL_ERRNO"])
-            raise OSError(code, os.strerror(code), str(target))
-        real_replace(source, target)
-    os.replace = failing_replace
+    calls = [0]
+    def failing(real):
+        def call(*args):
+            calls[0] += 1
+            if calls[0] > int(os.environ["FAIL_AFTER"]):
+                code = getattr(errno, os.environ["FAIL_ERRNO"])
+                raise OSError(code, os.strerror(code))
+            return real(*args)
+        return call
+    os.replace, os.pwrite = failing(os.replace), failing(os.pwrite)
     runpy.run_module("tools.record", run_name="__main__")
 """)
 

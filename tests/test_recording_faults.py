@@ -245,9 +245,9 @@ def write_one(path: Path) -> None:
 HOLD_THE_LOCK = """
 import json, sys
 from pathlib import Path
-from memorybook.recording.file import _locked
+from memorybook.recording.disk import writers_lock
 path = Path(sys.argv[1])
-with _locked(path):
+with writers_lock(path):
     path.write_text(json.dumps({"theirs": json.loads(sys.argv[2])}), encoding="utf-8")
     print("held", flush=True)
     sys.stdin.read()
@@ -261,7 +261,7 @@ def test_a_write_waits_for_another_processs_lock_and_keeps_what_it_wrote(tmp_pat
         cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        writing = threading.Thread(target=recording.save_merged,
+        writing = threading.Thread(target=recording.append_entries,
                                    args=(path, {"ours": GOOD["route"]}))
         writing.start()
         writing.join(timeout=1.0)
@@ -294,14 +294,19 @@ def test_a_new_file_gets_the_usual_mode(tmp_path):
     assert stat.S_IMODE((tmp_path / "json_cache.json").stat().st_mode) == 0o644
 
 
-@pytest.mark.parametrize("failing, errno_name", [
-    ("replace", "ENOSPC"), ("replace", "EROFS"), ("fsync", "ENOSPC"), ("fsync", "EIO"),
+# A new recording is written whole (its last step os.replace); an answer is added to one that
+# exists in place (os.pwrite), after a rollback record (written, then synced).
+@pytest.mark.parametrize("before, failing, errno_name", [
+    (None, "replace", "ENOSPC"), (None, "replace", "EROFS"), (None, "fsync", "EIO"),
+    ("{}", "pwrite", "ENOSPC"), ("{}", "pwrite", "EROFS"), ("{}", "fsync", "ENOSPC"),
+    ("{}", "fsync", "EIO"),
 ])
 def test_a_failed_write_is_a_recording_error_and_leaves_nothing_behind(
-        tmp_path, monkeypatch, failing, errno_name):
+        tmp_path, monkeypatch, before, failing, errno_name):
     path = tmp_path / "json_cache.json"
-    path.write_text("{}", encoding="utf-8")
-    path.chmod(0o644)
+    if before is not None:
+        path.write_text(before, encoding="utf-8")
+        path.chmod(0o644)
     code = getattr(errno, errno_name)
 
     def fail(*args, **kwargs):
@@ -312,9 +317,12 @@ def test_a_failed_write_is_a_recording_error_and_leaves_nothing_behind(
         write_one(path)
     assert f"Could not write the recording {path}: {os.strerror(code)}" in str(raised.value)
     monkeypatch.undo()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["json_cache.json",
-                                                          "json_cache.json.lock"]
-    assert path.read_text(encoding="utf-8") == "{}"
+    left = sorted(p.name for p in tmp_path.iterdir())
+    if before is None:
+        assert left == ["json_cache.json.lock"], left
+        return
+    assert left == ["json_cache.json", "json_cache.json.lock"], left
+    assert path.read_text(encoding="utf-8") == before
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 

@@ -1,7 +1,10 @@
 """The recording: cooksafe's JSON cache of System One answers, read safely and written safely.
 
-    file.py        reading the file with errors that name it; the merged, locked, atomic write
-    commit.py      files replaced both or neither (an accept's), and the writers' lock
+    file.py        reading the file with errors that name it; adding answers under a lock
+    appending.py   an answer added in place, undone if its writer dies: cost not growing with
+                   the file
+    commit.py      files replaced both or neither (an accept's)
+    disk.py        the writers' lock, file modes, synced writes: what every writer shares
     checks.py      what can be wrong with an entry, or with an answer to the call's questions
     cache.py       CheckedJsonCache and open_recording: the cache the notebooks decorate with
     provenance.py  json_cache/provenance.json, read in this one place
@@ -21,8 +24,9 @@ from memorybook.recording.checks import ROUNDING, answer_problem, entry_shape_pr
 from memorybook.recording.commit import CommitError, commit_together, finish_pending_commit
 from memorybook.recording.file import (
     RecordingError,
+    append_entries,
+    canonical_text,
     read_recording,
-    save_merged,
     stop_writing,
     write_text_atomically,
 )
@@ -53,7 +57,8 @@ __all__ = [
     "system_one_request",
     "ROUNDING", "answer_problem", "entry_shape_problem",
     "CommitError", "commit_together", "finish_pending_commit",
-    "RecordingError", "read_recording", "save_merged", "stop_writing", "write_text_atomically",
+    "RecordingError", "append_entries", "canonical_text", "read_recording", "stop_writing",
+    "write_text_atomically",
     "RecordedAnswer", "leaf_values", "recorded_noul_answers",
     "recording_summary",
     "call_named_for", "origin_of", "read_provenance", "recorded_calls", "recorded_requests",

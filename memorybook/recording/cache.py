@@ -2,10 +2,12 @@
 
 `CheckedJsonCache` overrides the decorator, `JsonCache.__call__`, and keeps the file as cooksafe
 documents it: one JSON object whose keys are the function's name and its `|`-joined arguments
-(a sha256 digest beyond MAX_KEY_CHARS), sorted, indented by 2. So the pattern's plain `JsonCache`
-replays what this one records, and the other way round. What differs is the saving: a new answer
-goes to disk through `file.save_merged` (merged with the file, under a lock, atomically), where
-cooksafe would rewrite the file in place.
+(a sha256 digest beyond MAX_KEY_CHARS), indented by 2. So the pattern's plain `JsonCache` replays
+what this one records, and the other way round. What differs is the saving: a new answer is
+added to the file in place, after its last entry (`file.append_entries`: under a lock, never over
+an entry already there, undone if the process dies in the middle), where cooksafe rewrites the
+whole file sorted. So a live recording's keys follow the order its answers came in (cooksafe
+reads any order), and `make accept-recording` commits the sorted form.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from cooksafe.cache import MAX_KEY_CHARS
 
 from memorybook.config import USAGE_LOG_ENV, recording_path, restore_hint, shown_path
 from memorybook.recording.checks import answer_problem
-from memorybook.recording.file import RecordingError, read_recording, save_merged, shown_key
+from memorybook.recording.file import RecordingError, append_entries, read_recording, shown_key
 from memorybook.recording.state_parts import describe_call
 
 
@@ -79,6 +81,7 @@ class CheckedJsonCache(JsonCache):
         self._usage_log = usage_log
         self._lookup_listeners: list[Callable[[str, str, str, str], None]] = []
         self._entries_lock = threading.Lock()
+        self._unwritten: dict = {}  # kept answers whose write failed: tried again with the next
 
     @property
     def path(self) -> Path:
@@ -165,12 +168,17 @@ class CheckedJsonCache(JsonCache):
             listener(key, *request)
 
     def _keep(self, key: str, entry: object) -> None:
-        """Hold a new answer for later calls, and add it to the file with everything held."""
+        """Hold a new answer for later calls, and add it to the file (with any whose write
+        failed before)."""
         entries = self._entries
         with self._entries_lock:
             entries[key] = entry
-            held = dict(entries)
-        save_merged(self.path, held)
+            self._unwritten[key] = entry
+            unwritten = dict(self._unwritten)
+        append_entries(self.path, unwritten)
+        with self._entries_lock:
+            for written in unwritten:
+                self._unwritten.pop(written, None)
 
 
 def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path: Path) -> None:

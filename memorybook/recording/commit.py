@@ -1,24 +1,22 @@
-"""Files replaced together, both or neither whatever stops the writer; and the writers' lock.
+"""Files replaced together, both or neither whatever stops the writer.
 
 `commit_together` is how `make accept-recording` puts a recording and its provenance in place;
 every reader of either (`read_recording`, `read_provenance`) first finishes or undoes an accept
-that was interrupted (`finish_pending_commit`). `_locked` is the lock across processes that
-the writers of a file take.
+that was interrupted (`finish_pending_commit`). The lock it takes, and its synced writes, are
+disk.py's.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import shutil
-import stat
-import sys
 from pathlib import Path
 
 from memorybook.config import accepting_folder, shown_path
 from memorybook.errors import MemorybookError
+from memorybook.recording.disk import file_mode, sync_folder, write_synced, writers_lock
 
 
 class CommitError(MemorybookError, OSError):
@@ -41,18 +39,18 @@ def commit_together(texts: dict[Path, str]) -> None:
     """
     [folder] = {path.parent for path in texts}
     staging = accepting_folder(folder)
-    with _locked(staging):
+    with writers_lock(staging):
         _finish_or_undo(staging)
         try:
             staging.mkdir()
             for path, text in texts.items():
-                _write_synced(staging / path.name, text.encode("utf-8"), _mode_for(path))
+                write_synced(staging / path.name, text.encode("utf-8"), file_mode(path))
             journal = {"replaces": {path.name: _sha256(text.encode("utf-8"))
                                     for path, text in texts.items()}}
-            _write_synced(staging / f"{COMMIT_JOURNAL}.new", json.dumps(journal).encode(), 0o644)
-            _sync_folder(staging)
+            write_synced(staging / f"{COMMIT_JOURNAL}.new", json.dumps(journal).encode(), 0o644)
+            sync_folder(staging)
             os.replace(staging / f"{COMMIT_JOURNAL}.new", staging / COMMIT_JOURNAL)
-            _sync_folder(staging)
+            sync_folder(staging)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -71,7 +69,7 @@ def finish_pending_commit(folder: Path) -> None:
     if not staging.is_dir():
         return
     try:
-        with _locked(staging):
+        with writers_lock(staging):
             _finish_or_undo(staging)
     except OSError as error:
         raise CommitError(
@@ -98,82 +96,10 @@ def _finish_or_undo(staging: Path) -> None:
                     f"{shown_path(folder / name)} was left as it is. Remove {shown_path(staging)} "
                     "and accept again.")
             os.replace(staged, target)
-    _sync_folder(folder)
+    sync_folder(folder)
     (staging / COMMIT_JOURNAL).unlink()
     shutil.rmtree(staging)
 
 
-def _write_synced(path: Path, data: bytes, mode: int) -> None:
-    with open(path, "xb") as handle:
-        os.chmod(handle.fileno() if os.chmod in os.supports_fd else path, mode)
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the folder's renames durable (where a folder can be opened: not on Windows)."""
-    if sys.platform == "win32":
-        return
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
-
-
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _mode_for(path: Path) -> int:
-    """The permission bits the recording keeps: its own, or the umask's default for a new file."""
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-class _locked:
-    """An exclusive lock on `<recording>.lock`, held by one writer at a time across processes."""
-
-    def __init__(self, path: Path) -> None:
-        self.lock_path = path.with_name(path.name + ".lock")
-
-    def __enter__(self):
-        self.handle = self.lock_path.open("a")
-        _lock(self.handle)
-
-    def __exit__(self, *exc_info):
-        _unlock(self.handle)
-        self.handle.close()
-
-
-if sys.platform == "win32":
-    import msvcrt
-
-    # Windows locks byte ranges: the lock is the file's first byte, which need not exist yet.
-    def _lock(handle) -> None:
-        handle.seek(0)
-        while True:
-            try:
-                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)  # raises after 10 s of trying
-                return
-            except OSError as error:
-                if error.errno != errno.EDEADLK:
-                    raise
-
-    def _unlock(handle) -> None:
-        handle.seek(0)
-        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    def _lock(handle) -> None:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-
-    def _unlock(handle) -> None:
-        fcntl.flock(handle, fcntl.LOCK_UN)

@@ -25,6 +25,7 @@ from memorybook.config import (
 from memorybook.recording import (
     CommitError,
     RecordingError,
+    canonical_text,
     commit_together,
     describe_call,
     leaf_values,
@@ -38,6 +39,8 @@ def accept(new_path: Path, recording: Path = RECORDING_PATH,
            provenance_path: Path = PROVENANCE_PATH) -> int:
     """Make the new recording the committed one, if it answers every call the notebooks make.
 
+    It is committed sorted (file.canonical_text), whatever order its answers came in.
+
     The provenance stays true value by value: a value equal to the one it replaces keeps that
     one's origin (published, or filled by a rule), since a copy cannot be told from a
     re-measurement; every other value was measured.
@@ -46,21 +49,23 @@ def accept(new_path: Path, recording: Path = RECORDING_PATH,
         print(f"Nothing to accept: there is no new recording at {shown_path(new_path)}. Make one "
               "with `make record`.", file=sys.stderr)
         return 1
-    text = new_path.read_bytes().decode("utf-8", errors="surrogateescape")
-    if recording.exists() and recording.read_bytes() == text.encode("utf-8", "surrogateescape"):
-        print(f"{shown_path(new_path)} is the same as {shown_path(recording)}, byte for byte: "
-              "nothing to accept, and nothing was changed.")
-        return 0
+    raw = new_path.read_bytes()
     # What is checked and what is written are this one snapshot: the file may change meanwhile.
     with tempfile.TemporaryDirectory(prefix="memorybook-accept-") as folder:
         snapshot = Path(folder) / new_path.name
-        snapshot.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+        snapshot.write_bytes(raw)
         try:
             new = read_recording(snapshot)
         except RecordingError as error:
             print(f"Not accepted: {str(error).replace(str(snapshot), shown_path(new_path))}",
                   file=sys.stderr)
             return 1
+        # A live recording holds its answers in the order they came in: committed sorted.
+        text = canonical_text(new)
+        if recording.exists() and recording.read_bytes() == text.encode("utf-8"):
+            print(f"{shown_path(new_path)} holds what {shown_path(recording)} holds, byte for "
+                  "byte once sorted: nothing to accept, and nothing was changed.")
+            return 0
         replayed = replay_in_a_new_process(snapshot)
     if replayed["unanswered"]:
         print(f"Not accepted: {shown_path(new_path)} lacks calls the notebooks make: "
