@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -103,6 +104,24 @@ def live_jev(monkeypatch, base_url: str, key: str, recording: Path, **extra: str
     is to a process, allowed even under CI. The example's Jev records into it too."""
     return fresh_jev(monkeypatch, recording, TYPESAFE_API_KEY=key, TYPESAFE_ENDPOINT=base_url,
                      MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(recording), **extra)
+
+
+def kill_before_the_nth_call(n: int, names: tuple[str, ...]) -> None:
+    """In a forked child about to do some work: SIGKILL this process just before its n-th call
+    of these `os` functions, whichever comes, as a power cut or `kill -9` would; stderr muted."""
+    calls = [0]
+
+    def killed_at_the_moment(original):
+        def call(*args, **kwargs):
+            calls[0] += 1
+            if calls[0] == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(*args, **kwargs)
+        return call
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    for name in names:
+        setattr(os, name, killed_at_the_moment(getattr(os, name)))
 
 
 def readme_app_example() -> tuple[str, str]:

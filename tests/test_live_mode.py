@@ -26,6 +26,7 @@ from tests.helpers import (
     COMMITTED_RECORDING,
     RECORD,
     REPO_ROOT,
+    kill_before_the_nth_call,
     one_live_call,
     record_arguments,
     run_python,
@@ -392,20 +393,9 @@ def accept_then_exit(new: Path, target: Path, provenance: Path, killed_before_ca
 
     from tools.record.accept import accept
 
-    calls = [0]
-
-    def killed_at_the_moment(original):
-        def call(*args, **kwargs):
-            calls[0] += 1
-            if calls[0] == killed_before_call:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return original(*args, **kwargs)
-        return call
-
-    for name in ("replace", "fsync", "mkdir", "unlink", "rmdir"):
-        setattr(os, name, killed_at_the_moment(getattr(os, name)))
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        kill_before_the_nth_call(killed_before_call,
+                                 ("replace", "fsync", "mkdir", "unlink", "rmdir"))
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
         accept(new, target, provenance)
     finally:

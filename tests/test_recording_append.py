@@ -26,7 +26,14 @@ from memorybook.recording import (
     read_recording,
 )
 from memorybook.recording.appending import rollback_record_of
-from tests.helpers import REPO_ROOT, run_python, small_tmpfs, start_python, wait_until
+from tests.helpers import (
+    REPO_ROOT,
+    kill_before_the_nth_call,
+    run_python,
+    small_tmpfs,
+    start_python,
+    wait_until,
+)
 
 MODEL = "jev-1.14.0"
 GATE = json.dumps({"remember": {"type": "noul", "instructions": "Lasting fact?"}})
@@ -311,20 +318,8 @@ FILE_SYSTEM_CALLS = ("open", "write", "pwrite", "fsync", "ftruncate", "unlink", 
 def add_then_exit(path: Path, entries: dict, killed_before_call: int) -> None:
     """In a forked child: append_entries, killed (SIGKILL) just before the n-th file system
     call of FILE_SYSTEM_CALLS."""
-    calls = [0]
-
-    def killed_at_the_moment(original):
-        def call(*args, **kwargs):
-            calls[0] += 1
-            if calls[0] == killed_before_call:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return original(*args, **kwargs)
-        return call
-
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-        for name in FILE_SYSTEM_CALLS:
-            setattr(os, name, killed_at_the_moment(getattr(os, name)))
+        kill_before_the_nth_call(killed_before_call, FILE_SYSTEM_CALLS)
         append_entries(path, entries)
     finally:
         os._exit(0)
