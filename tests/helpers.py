@@ -130,10 +130,10 @@ def readme_app_example() -> tuple[str, str]:
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Use it in an app", 1)[-1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    said = re.search(r"It prints `([^`]+)`", section)
-    assert blocks and said, (
+    said = re.search(r"[Ii]t prints `([^`]+)`", section)
+    assert section.strip().startswith("```python") and said, (
         "README.md's section 'Use it in an app' must start with a Python example and say what "
-        "it prints (It prints `...`)")
+        "it prints (it prints `...`)")
     return blocks[0], said.group(1)
 
 
