@@ -226,31 +226,35 @@ class EncryptedStore:
         else:
             ends = None if self.retention is None else now + self.retention // _MICROSECOND
         with self._database.write_transaction(customer):
-            expired = self._delete_expired(customer, now)  # an expired memory takes no room
-            self._database.run(
-                "INSERT INTO memorybook_memories"
-                " (customer_digest, ticket_digest, sealed, expires_at) VALUES (?, ?, ?, ?)",
-                (customer, ticket, sealed, ends),
-            )
-            self._record(customer, SAVED, ticket_id, now)
-            [(count,)] = self._database.run(
-                "SELECT COUNT(*) FROM memorybook_memories WHERE customer_digest = ?", (customer,)
-            )
-            oldest = [] if count <= self.max_memories else self._database.run(
-                "SELECT id, ticket_digest, sealed FROM memorybook_memories"
-                " WHERE customer_digest = ? ORDER BY id LIMIT ?",
-                (customer, count - self.max_memories),
-            )
-            for row_id, ticket_digest, old_sealed in oldest:
-                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-                self._record(
-                    customer, EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now
-                )
-        if expired or oldest:
+            # One trip to the database and back, then one for the history and the commit.
+            expired, _, evicted = self._database.run_together([
+                self._deleting_expired(customer, now),
+                (
+                    "INSERT INTO memorybook_memories"
+                    " (customer_digest, ticket_digest, sealed, expires_at) VALUES (?, ?, ?, ?)",
+                    (customer, ticket, sealed, ends),
+                ),
+                # The customer's newest max_memories stay: the cap reads no further than that.
+                (
+                    "DELETE FROM memorybook_memories WHERE id IN (SELECT id FROM"
+                    " memorybook_memories WHERE customer_digest = ? ORDER BY id DESC"
+                    f" {self._database.dialect.all_rows} OFFSET ?)"
+                    " RETURNING id, ticket_digest, sealed",
+                    (customer, self.max_memories),
+                ),
+            ])
+            evicted.sort()
+            self._record_all(customer, [
+                *self._expired_events(customer, expired),
+                (SAVED, ticket_id, now),
+                *((EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now)
+                  for _, ticket_digest, old_sealed in evicted),
+            ])
+        if expired or evicted:
             self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
-            customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
+            customer_id, customer, [(ticket, sealed) for _, ticket, sealed in evicted], "Evicted"
         )
 
     @_one_call_at_a_time
@@ -330,20 +334,13 @@ class EncryptedStore:
         customer_id = checked_customer_id(customer_id)
         customer = keys.customer_digest(customer_id)
         with self._database.write_transaction(customer):
-            rows = self._database.run(
-                "SELECT ticket_digest, sealed FROM memorybook_memories"
-                " WHERE customer_digest = ? ORDER BY id",
-                (customer,),
-            )
-            self._database.run(
-                "DELETE FROM memorybook_memories WHERE customer_digest = ?", (customer,)
-            )
-            [(events,)] = self._database.run(
-                "SELECT COUNT(*) FROM memorybook_history WHERE customer_digest = ?", (customer,)
-            )
-            self._database.run(
-                "DELETE FROM memorybook_history WHERE customer_digest = ?", (customer,)
-            )
+            rows, events = self._database.run_together([
+                ("DELETE FROM memorybook_memories WHERE customer_digest = ?"
+                 " RETURNING id, ticket_digest, sealed", (customer,)),
+                ("DELETE FROM memorybook_history WHERE customer_digest = ? RETURNING id",
+                 (customer,)),
+            ])
+        rows = [(ticket, sealed) for _, ticket, sealed in sorted(rows)]
         if rows or events:
             self._database.after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
@@ -394,6 +391,7 @@ class EncryptedStore:
                 customer = self._open_keys().customer_digest(checked_customer_id(customer_id))
                 held.enter_context(self._lock)  # for the block too, past the call's deadline
                 held.enter_context(self._database.write_transaction(customer))
+                self._database.flush()  # the lock is held once this returns, not merely asked for
             yield
 
     # -- helpers -------------------------------------------------------------------
@@ -406,20 +404,18 @@ class EncryptedStore:
         ticket = keys.ticket_digest(customer_id, ticket_id)
         now = self._now()
         with self._database.write_transaction(customer):
-            rows = self._database.run(
-                "SELECT id, sealed FROM memorybook_memories"
-                " WHERE customer_digest = ? AND ticket_digest = ? ORDER BY id",
+            rows = sorted(self._database.run(
+                "DELETE FROM memorybook_memories WHERE customer_digest = ? AND ticket_digest = ?"
+                " RETURNING id, sealed",
                 (customer, ticket),
-            )
-            if not rows:
+            ))
+            if not rows:  # nothing was deleted: the transaction is rolled back all the same
                 raise MemoryNotFoundError(
                     f"Customer {shown(customer_id)} has no memory of ticket "
                     f"{shown(ticket_id)} in {self.location}; check both ids (they are matched "
                     "exactly, case and spaces included) against recall()."
                 )
-            for row_id, _ in rows:
-                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-                self._record(customer, event, ticket_id, now)
+            self._record_all(customer, [(event, ticket_id, now)] * len(rows))
         self._database.after_forget()
         return self._readable(
             customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
@@ -428,23 +424,38 @@ class EncryptedStore:
     def _delete_expired(self, customer: bytes, now: int) -> int:
         """Inside a write transaction: delete the customer's expired memories, each recorded
         in history at the time it expired; return how many."""
-        rows = self._database.run(
-            "SELECT id, ticket_digest, sealed, expires_at FROM memorybook_memories"
-            " WHERE customer_digest = ? AND expires_at <= ? ORDER BY id",
+        [expired] = self._database.run_together([self._deleting_expired(customer, now)])
+        self._record_all(customer, self._expired_events(customer, expired))
+        return len(expired)
+
+    @staticmethod
+    def _deleting_expired(customer: bytes, now: int) -> tuple[str, tuple]:
+        """The statement that deletes the customer's expired memories and returns them: its
+        range of the expiry index holds those rows alone, however many others the customer
+        has."""
+        return (
+            "DELETE FROM memorybook_memories WHERE customer_digest = ? AND expires_at <= ?"
+            " RETURNING id, ticket_digest, sealed, expires_at",
             (customer, now),
         )
-        for row_id, ticket, sealed, expired_at in rows:
-            self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-            self._record(customer, EXPIRED, self._ticket_in(customer, ticket, sealed), expired_at)
-        return len(rows)
 
-    def _record(self, customer: bytes, event: str, ticket_id: str | None, at: int) -> None:
-        """Add an event to the customer's history; the ticket id is sealed, as memories are."""
-        sealed_ticket = self._open_keys().seal(customer, _HISTORY_AAD, json.dumps(ticket_id))
-        self._database.run(
+    def _expired_events(
+        self, customer: bytes, expired: list[tuple]
+    ) -> list[tuple[str, str | None, int]]:
+        """The history events of the expired rows ``_deleting_expired()`` returned: each at the
+        time it expired, in the order they were saved."""
+        return [(EXPIRED, self._ticket_in(customer, ticket, sealed), expired_at)
+                for _, ticket, sealed, expired_at in sorted(expired)]
+
+    def _record_all(self, customer: bytes, events: list[tuple[str, str | None, int]]) -> None:
+        """Add events (name, ticket id, time) to the customer's history, in this order; each
+        ticket id is sealed, as memories are. They are written before the commit."""
+        seal = self._open_keys().seal
+        self._database.run_before_commit(
             "INSERT INTO memorybook_history (customer_digest, event, at, sealed_ticket)"
             " VALUES (?, ?, ?, ?)",
-            (customer, event, at, sealed_ticket),
+            [(customer, event, at, seal(customer, _HISTORY_AAD, json.dumps(ticket_id)))
+             for event, ticket_id, at in events],
         )
 
     def _ticket_in(self, customer: bytes, ticket: bytes, sealed: bytes) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from memorybook.store.encryption import Keys
 from memorybook.store.schema import (
+    ADDED_INDEXES,
     EARLIER_FORMATS,
     INSERT_META,
     READ_FORMAT,
@@ -56,9 +57,10 @@ class SqlDatabase:
         """Bring a store of an earlier format to this one, once its key is known to match.
 
         Adds the expiry column and the history tables, keeping every memory (they never
-        expire). A racing opener may have done it already: then nothing is changed.
+        expire), then any index of ADDED_INDEXES the store lacks. A racing opener may have done
+        it already: then nothing is changed. A store that needs nothing costs one catalog read.
         """
-        if self.stored_format == STORE_FORMAT:
+        if self.stored_format == STORE_FORMAT and not self._missing_indexes():
             return
         with self.write_transaction(TABLES_LOCK):
             [(stored,)] = self.run(READ_FORMAT)
@@ -67,7 +69,14 @@ class SqlDatabase:
                 for statement in changes:
                     self.run(statement)
                 self.run(set_format, (STORE_FORMAT,))
+            for name in self._missing_indexes():
+                self.run(ADDED_INDEXES[name])
         self.stored_format = STORE_FORMAT
+
+    def _missing_indexes(self) -> list[str]:
+        """The names of ADDED_INDEXES this store does not have yet."""
+        return [name for name in ADDED_INDEXES
+                if self.run(self.dialect.index_exists, (name,)) == [(0,)]]
 
     def create_tables(self, keys: Keys) -> bytes:
         """Create the tables and the meta rows; return the key check value the store now holds.
@@ -114,6 +123,22 @@ class SqlDatabase:
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
         """One statement, written with ``?`` placeholders; its rows ([] if it returns none)."""
         raise NotImplementedError
+
+    def run_together(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        """Statements run in order, as ``run()`` runs each; the rows of each. A backend on a
+        server sends them at once, and waits once for their answers."""
+        return [self.run(sql, params) for sql, params in statements]
+
+    def run_before_commit(self, sql: str, rows: list[tuple]) -> None:
+        """Inside a write transaction: a statement run once for each of ``rows``, whose result
+        is not needed. A backend on a server may send it with the commit, so an error it meets
+        may be raised by the end of the transaction rather than here."""
+        for params in rows:
+            self.run(sql, params)
+
+    def flush(self) -> None:
+        """Make sure that every statement sent so far has run (a backend that holds statements
+        back sends them now, and raises what they met)."""
 
     def write_transaction(self, lock_key: bytes) -> AbstractContextManager[None]:
         """A transaction that waits for, then holds, the write lock of ``lock_key``'s writers."""

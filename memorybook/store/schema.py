@@ -32,6 +32,8 @@ class Dialect:
     row_id: str  # the auto-increment primary key that keeps a customer's memories in order
     customer_index: tuple[str, ...]  # the columns of the index that finds a customer's rows
     write_lock: str  # the statement that starts a write by waiting for the writer before it
+    all_rows: str  # a LIMIT that limits nothing, for an OFFSET alone
+    index_exists: str  # a query giving 1 when the index named by its parameter exists, else 0
 
 
 SQLITE = Dialect(
@@ -43,6 +45,8 @@ SQLITE = Dialect(
     # customer's rows in id order, as PostgreSQL's (customer_digest, id) does.
     customer_index=("customer_digest",),
     write_lock="BEGIN IMMEDIATE",  # the database file's write lock, taken up front
+    all_rows="LIMIT -1",
+    index_exists="SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?",
 )
 
 POSTGRES = Dialect(
@@ -52,6 +56,10 @@ POSTGRES = Dialect(
     row_id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     customer_index=("customer_digest", "id"),
     write_lock="SELECT pg_advisory_xact_lock(?)",  # one customer's writers, inside a transaction
+    all_rows="LIMIT ALL",
+    index_exists=(
+        "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ?"
+    ),
 )
 
 
@@ -67,6 +75,7 @@ def create_tables(dialect: Dialect) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_customer"
         f" ON {MEMORIES_TABLE} ({', '.join(dialect.customer_index)})",
         *_history_tables(dialect),
+        *ADDED_INDEXES.values(),
     ]
 
 
@@ -77,6 +86,19 @@ def upgrade_tables(dialect: Dialect) -> list[str]:
         *_history_tables(dialect),
         f"UPDATE {META_TABLE} SET value = ? WHERE name = 'format'",
     ]
+
+
+# Indexes added after the tables' format was set: a store that lacks one gets it when it is
+# opened (SqlDatabase.upgrade()). They change nothing that an earlier version reads or writes, so
+# the format stays the same and those versions still open the store. By name, as created.
+ADDED_INDEXES = {
+    # A save deletes the customer's expired memories first: this finds them, and only them,
+    # however many memories the customer holds. Memories without an expiry date are left out.
+    f"{MEMORIES_TABLE}_by_expiry": (
+        f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_expiry"
+        f" ON {MEMORIES_TABLE} (customer_digest, expires_at) WHERE expires_at IS NOT NULL"
+    ),
+}
 
 
 def _history_tables(dialect: Dialect) -> list[str]:

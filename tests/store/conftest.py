@@ -61,6 +61,12 @@ class SQLiteBackend(Backend):
                 " (customer_digest)",
             ),
             (
+                "index",
+                "memorybook_memories_by_expiry",
+                "CREATE INDEX memorybook_memories_by_expiry ON memorybook_memories"
+                " (customer_digest, expires_at) WHERE expires_at IS NOT NULL",
+            ),
+            (
                 "table",
                 "memorybook_meta",
                 "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
@@ -144,6 +150,8 @@ class PostgresBackend(Backend):
             "CREATE UNIQUE INDEX memorybook_history_pkey ON memorybook_history USING btree (id)",
             "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
             " USING btree (customer_digest, id)",
+            "CREATE INDEX memorybook_memories_by_expiry ON memorybook_memories"
+            " USING btree (customer_digest, expires_at) WHERE (expires_at IS NOT NULL)",
             "CREATE UNIQUE INDEX memorybook_memories_pkey ON memorybook_memories USING btree (id)",
             "CREATE UNIQUE INDEX memorybook_meta_pkey ON memorybook_meta USING btree (name)",
         ],
