@@ -226,21 +226,27 @@ class EncryptedStore:
         else:
             ends = None if self.retention is None else now + self.retention // _MICROSECOND
         with self._database.write_transaction(customer):
-            # One trip to the database and back, then one for the history and the commit.
-            expired, _, evicted = self._database.run_together([
+            # Each statement finds its rows through an index, reading no other row of the
+            # customer's: a save costs the same whatever the customer holds. On a server, they
+            # travel together; the history, the count and the commit follow them.
+            counted, expired, _, evicted = self._database.run_together([
+                ("SELECT memories FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
                 self._deleting_expired(customer, now),
                 (
                     "INSERT INTO memorybook_memories"
                     " (customer_digest, ticket_digest, sealed, expires_at) VALUES (?, ?, ?, ?)",
                     (customer, ticket, sealed, ends),
                 ),
-                # The customer's newest max_memories stay: the cap reads no further than that.
+                # Over the cap, only the customer's newest max_memories stay. The count says
+                # when the customer may be (it counts expired rows too); only then are the
+                # customer's rows read, the newest max_memories and those evicted.
                 (
                     "DELETE FROM memorybook_memories WHERE id IN (SELECT id FROM"
-                    " memorybook_memories WHERE customer_digest = ? ORDER BY id DESC"
+                    " memorybook_memories WHERE customer_digest = ? AND (SELECT memories FROM"
+                    " memorybook_counts WHERE customer_digest = ?) >= ? ORDER BY id DESC"
                     f" {self._database.dialect.all_rows} OFFSET ?)"
                     " RETURNING id, ticket_digest, sealed",
-                    (customer, self.max_memories),
+                    (customer, customer, self.max_memories, self.max_memories),
                 ),
             ])
             evicted.sort()
@@ -250,6 +256,14 @@ class EncryptedStore:
                 *((EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now)
                   for _, ticket_digest, old_sealed in evicted),
             ])
+            # After an eviction the customer holds exactly max_memories, whatever was counted.
+            [(before,)] = counted or [(0,)]
+            count = self.max_memories if evicted else max(0, before + 1 - len(expired))
+            self._database.run_before_commit(
+                "INSERT INTO memorybook_counts (customer_digest, memories) VALUES (?, ?)"
+                " ON CONFLICT (customer_digest) DO UPDATE SET memories = excluded.memories",
+                [(customer, count)],
+            )
         if expired or evicted:
             self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
@@ -334,11 +348,12 @@ class EncryptedStore:
         customer_id = checked_customer_id(customer_id)
         customer = keys.customer_digest(customer_id)
         with self._database.write_transaction(customer):
-            rows, events = self._database.run_together([
+            rows, events, _ = self._database.run_together([
                 ("DELETE FROM memorybook_memories WHERE customer_digest = ?"
                  " RETURNING id, ticket_digest, sealed", (customer,)),
                 ("DELETE FROM memorybook_history WHERE customer_digest = ? RETURNING id",
                  (customer,)),
+                ("DELETE FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
             ])
         rows = [(ticket, sealed) for _, ticket, sealed in sorted(rows)]
         if rows or events:
@@ -416,6 +431,7 @@ class EncryptedStore:
                     "exactly, case and spaces included) against recall()."
                 )
             self._record_all(customer, [(event, ticket_id, now)] * len(rows))
+            self._count_deleted(customer, len(rows))
         self._database.after_forget()
         return self._readable(
             customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
@@ -426,7 +442,16 @@ class EncryptedStore:
         in history at the time it expired; return how many."""
         [expired] = self._database.run_together([self._deleting_expired(customer, now)])
         self._record_all(customer, self._expired_events(customer, expired))
+        self._count_deleted(customer, len(expired))
         return len(expired)
+
+    def _count_deleted(self, customer: bytes, deleted: int) -> None:
+        """Inside a write transaction: take rows deleted off the customer's count."""
+        self._database.run_before_commit(
+            "UPDATE memorybook_counts SET memories = CASE WHEN memories > ? THEN memories - ?"
+            " ELSE 0 END WHERE customer_digest = ?",
+            [(deleted, deleted, customer)],
+        )
 
     @staticmethod
     def _deleting_expired(customer: bytes, now: int) -> tuple[str, tuple]:

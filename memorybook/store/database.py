@@ -9,7 +9,6 @@ from typing import Any
 
 from memorybook.store.encryption import Keys
 from memorybook.store.schema import (
-    ADDED_INDEXES,
     EARLIER_FORMATS,
     INSERT_META,
     READ_FORMAT,
@@ -56,27 +55,21 @@ class SqlDatabase:
     def upgrade(self) -> None:
         """Bring a store of an earlier format to this one, once its key is known to match.
 
-        Adds the expiry column and the history tables, keeping every memory (they never
-        expire), then any index of ADDED_INDEXES the store lacks. A racing opener may have done
-        it already: then nothing is changed. A store that needs nothing costs one catalog read.
+        Adds what each later format has (format 2: the expiry column and the history tables;
+        format 3: the expiry index and each customer's count), keeping every memory (those of
+        format 1 never expire). A racing opener may have done it already: then nothing is
+        changed.
         """
-        if self.stored_format == STORE_FORMAT and not self._missing_indexes():
+        if self.stored_format == STORE_FORMAT:
             return
         with self.write_transaction(TABLES_LOCK):
             [(stored,)] = self.run(READ_FORMAT)
             if bytes(stored) != STORE_FORMAT:
-                *changes, set_format = upgrade_tables(self.dialect)
+                *changes, set_format = upgrade_tables(self.dialect, bytes(stored))
                 for statement in changes:
                     self.run(statement)
                 self.run(set_format, (STORE_FORMAT,))
-            for name in self._missing_indexes():
-                self.run(ADDED_INDEXES[name])
         self.stored_format = STORE_FORMAT
-
-    def _missing_indexes(self) -> list[str]:
-        """The names of ADDED_INDEXES this store does not have yet."""
-        return [name for name in ADDED_INDEXES
-                if self.run(self.dialect.index_exists, (name,)) == [(0,)]]
 
     def create_tables(self, keys: Keys) -> bytes:
         """Create the tables and the meta rows; return the key check value the store now holds.

@@ -18,7 +18,7 @@ from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
 from memorybook.store.retention import Clock
-from memorybook.store.schema import HISTORY_TABLE, MEMORIES_TABLE, POSTGRES
+from memorybook.store.schema import COUNTS_TABLE, HISTORY_TABLE, MEMORIES_TABLE, POSTGRES
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
 from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError
 
@@ -206,7 +206,7 @@ class PostgresDatabase(SqlDatabase):
         # writes the tables (and their TOAST tables) anew and removes the old files. It holds
         # each table's exclusive lock while it runs, so other calls wait for it, and it copies
         # the deleted rows that a transaction still open in the database may read.
-        for table in (MEMORIES_TABLE, HISTORY_TABLE):
+        for table in (MEMORIES_TABLE, HISTORY_TABLE, COUNTS_TABLE):
             self.run(f"VACUUM FULL {table}")
 
     def close(self) -> None:

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STORE_FORMAT = b"memorybook-store-2"  # the meta row "format": what this version writes
+STORE_FORMAT = b"memorybook-store-3"  # the meta row "format": what this version writes
+FORMAT_1, FORMAT_2 = b"memorybook-store-1", b"memorybook-store-2"
 # Formats this version opens and upgrades in place, under the tables' lock (upgrade_tables()).
 # Format 1 had neither expiry dates nor history: versions that only know it refuse format 2,
-# rather than recall expired memories and leave no history.
-EARLIER_FORMATS = (b"memorybook-store-1",)
+# rather than recall expired memories and leave no history. Format 2 kept no count of each
+# customer's memories: versions that only know it refuse format 3, rather than leave the counts
+# wrong.
+EARLIER_FORMATS = (FORMAT_1, FORMAT_2)
 TABLES_LOCK = b"memorybook tables"  # the write lock that creating or upgrading tables holds
 
 META_TABLE = "memorybook_meta"
 MEMORIES_TABLE = "memorybook_memories"
 HISTORY_TABLE = "memorybook_history"
+COUNTS_TABLE = "memorybook_counts"
 ROW_COLUMNS = ("customer_digest", "ticket_digest", "sealed")  # besides the ordering id
 
 
@@ -33,7 +37,6 @@ class Dialect:
     customer_index: tuple[str, ...]  # the columns of the index that finds a customer's rows
     write_lock: str  # the statement that starts a write by waiting for the writer before it
     all_rows: str  # a LIMIT that limits nothing, for an OFFSET alone
-    index_exists: str  # a query giving 1 when the index named by its parameter exists, else 0
 
 
 SQLITE = Dialect(
@@ -46,7 +49,6 @@ SQLITE = Dialect(
     customer_index=("customer_digest",),
     write_lock="BEGIN IMMEDIATE",  # the database file's write lock, taken up front
     all_rows="LIMIT -1",
-    index_exists="SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?",
 )
 
 POSTGRES = Dialect(
@@ -57,9 +59,6 @@ POSTGRES = Dialect(
     customer_index=("customer_digest", "id"),
     write_lock="SELECT pg_advisory_xact_lock(?)",  # one customer's writers, inside a transaction
     all_rows="LIMIT ALL",
-    index_exists=(
-        "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = ?"
-    ),
 )
 
 
@@ -75,30 +74,41 @@ def create_tables(dialect: Dialect) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_customer"
         f" ON {MEMORIES_TABLE} ({', '.join(dialect.customer_index)})",
         *_history_tables(dialect),
-        *ADDED_INDEXES.values(),
+        *_format_3_tables(dialect),
     ]
 
 
-def upgrade_tables(dialect: Dialect) -> list[str]:
-    """The statements that turn an earlier format's tables (EARLIER_FORMATS) into this one's."""
-    return [
+def upgrade_tables(dialect: Dialect, stored_format: bytes) -> list[str]:
+    """The statements that turn an earlier format's tables (EARLIER_FORMATS) into this one's,
+    the last one setting the format (its parameter)."""
+    format_2 = [] if stored_format != FORMAT_1 else [
         f"ALTER TABLE {MEMORIES_TABLE} ADD COLUMN expires_at {dialect.integer_type}",
         *_history_tables(dialect),
+    ]
+    return [
+        *format_2,
+        *_format_3_tables(dialect),
+        f"INSERT INTO {COUNTS_TABLE} (customer_digest, memories)"
+        f" SELECT customer_digest, COUNT(*) FROM {MEMORIES_TABLE} GROUP BY customer_digest",
         f"UPDATE {META_TABLE} SET value = ? WHERE name = 'format'",
     ]
 
 
-# Indexes added after the tables' format was set: a store that lacks one gets it when it is
-# opened (SqlDatabase.upgrade()). They change nothing that an earlier version reads or writes, so
-# the format stays the same and those versions still open the store. By name, as created.
-ADDED_INDEXES = {
-    # A save deletes the customer's expired memories first: this finds them, and only them,
-    # however many memories the customer holds. Memories without an expiry date are left out.
-    f"{MEMORIES_TABLE}_by_expiry": (
+def _format_3_tables(dialect: Dialect) -> list[str]:
+    """What lets a save cost the same however many memories the customer holds.
+
+    The expiry index finds a customer's expired memories, and only them (memories without an
+    expiry date are left out of it). The counts table holds how many rows of the memories table
+    each customer has, so the cap is checked without counting them; a save, ``forget()``,
+    ``sweep()`` and eviction keep it up to date, ``forget_customer()`` deletes the customer's row.
+    """
+    return [
         f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_expiry"
-        f" ON {MEMORIES_TABLE} (customer_digest, expires_at) WHERE expires_at IS NOT NULL"
-    ),
-}
+        f" ON {MEMORIES_TABLE} (customer_digest, expires_at) WHERE expires_at IS NOT NULL",
+        f"CREATE TABLE IF NOT EXISTS {COUNTS_TABLE} ("
+        f" customer_digest {dialect.bytes_type} PRIMARY KEY,"
+        f" memories {dialect.integer_type} NOT NULL)",
+    ]
 
 
 def _history_tables(dialect: Dialect) -> list[str]:

@@ -36,6 +36,12 @@ class SQLiteBackend(Backend):
         "sqlite_master": [  # type, name, SQL
             (
                 "table",
+                "memorybook_counts",
+                "CREATE TABLE memorybook_counts ( customer_digest BLOB PRIMARY KEY,"
+                " memories INTEGER NOT NULL)",
+            ),
+            (
+                "table",
                 "memorybook_history",
                 "CREATE TABLE memorybook_history ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
                 " customer_digest BLOB NOT NULL, event TEXT NOT NULL, at INTEGER NOT NULL,"
@@ -71,6 +77,7 @@ class SQLiteBackend(Backend):
                 "memorybook_meta",
                 "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
             ),
+            ("index", "sqlite_autoindex_memorybook_counts_1", None),
             ("index", "sqlite_autoindex_memorybook_meta_1", None),
             ("table", "sqlite_sequence", "CREATE TABLE sqlite_sequence(name,seq)"),
         ],
@@ -83,6 +90,14 @@ class SQLiteBackend(Backend):
         "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
         " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL, sealed BLOB NOT NULL)",
         "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories (customer_digest)",
+    )
+    # What memorybook-store-2 (expiry and history, no counts) added to those.
+    format_2_tables = (
+        "ALTER TABLE memorybook_memories ADD COLUMN expires_at INTEGER",
+        "CREATE TABLE memorybook_history ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " customer_digest BLOB NOT NULL, event TEXT NOT NULL, at INTEGER NOT NULL,"
+        " sealed_ticket BLOB NOT NULL)",
+        "CREATE INDEX memorybook_history_by_customer ON memorybook_history (customer_digest)",
     )
 
     @classmethod
@@ -131,6 +146,8 @@ class PostgresBackend(Backend):
     store_class = PostgresMemoryStore
     pinned_schema = {
         "columns": [  # table, column, type, nullable, identity
+            ("memorybook_counts", "customer_digest", "bytea", "NO", None),
+            ("memorybook_counts", "memories", "bigint", "NO", None),
             ("memorybook_history", "id", "bigint", "NO", "ALWAYS"),
             ("memorybook_history", "customer_digest", "bytea", "NO", None),
             ("memorybook_history", "event", "text", "NO", None),
@@ -145,6 +162,8 @@ class PostgresBackend(Backend):
             ("memorybook_meta", "value", "bytea", "NO", None),
         ],
         "indexes": [
+            "CREATE UNIQUE INDEX memorybook_counts_pkey ON memorybook_counts"
+            " USING btree (customer_digest)",
             "CREATE INDEX memorybook_history_by_customer ON memorybook_history"
             " USING btree (customer_digest, id)",
             "CREATE UNIQUE INDEX memorybook_history_pkey ON memorybook_history USING btree (id)",
@@ -162,6 +181,13 @@ class PostgresBackend(Backend):
         " customer_digest BYTEA NOT NULL, ticket_digest BYTEA NOT NULL, sealed BYTEA NOT NULL)",
         "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
         " (customer_digest, id)",
+    )
+    format_2_tables = (
+        "ALTER TABLE memorybook_memories ADD COLUMN expires_at BIGINT",
+        "CREATE TABLE memorybook_history ( id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " customer_digest BYTEA NOT NULL, event TEXT NOT NULL, at BIGINT NOT NULL,"
+        " sealed_ticket BYTEA NOT NULL)",
+        "CREATE INDEX memorybook_history_by_customer ON memorybook_history (customer_digest, id)",
     )
     # Deleted rows leave the table's files only once sweep() has run VACUUM FULL.
     erases_without_sweep = False
@@ -211,7 +237,9 @@ class PostgresBackend(Backend):
 
         chunks = []
         with psycopg.connect(self.url, autocommit=True) as connection:
-            for table in ("memorybook_meta", "memorybook_memories", "memorybook_history"):
+            tables = ("memorybook_meta", "memorybook_memories", "memorybook_history",
+                      "memorybook_counts")
+            for table in tables:
                 for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
                     for value in row:
                         chunks.append(value if isinstance(value, bytes) else str(value).encode())
@@ -219,7 +247,7 @@ class PostgresBackend(Backend):
             files = connection.execute(
                 "SELECT pg_relation_filepath(c.oid), pg_relation_filepath(c.reltoastrelid)"
                 " FROM pg_class c WHERE c.oid = ANY(%s::regclass[])",
-                (["memorybook_meta", "memorybook_memories", "memorybook_history"],),
+                (list(tables),),
             ).fetchall()
             for path in (path for pair in files for path in pair if path):
                 [(content,)] = connection.execute(
