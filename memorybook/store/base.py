@@ -45,6 +45,7 @@ from memorybook.store.validation import (
 
 MAX_MEMORIES_PER_CUSTOMER = 50
 _MICROSECOND = timedelta(microseconds=1)
+_ALL_ROWS = 2**62  # a LIMIT that limits nothing, spelt alike in SQLite and PostgreSQL
 # Sealed ticket ids of history rows are bound to their customer's digest and to this, so that
 # no history row opens as a memory, nor a memory as a history row.
 _HISTORY_AAD = b"memorybook history"
@@ -238,15 +239,14 @@ class EncryptedStore:
                     (customer, ticket, sealed, ends),
                 ),
                 # Over the cap, only the customer's newest max_memories stay. The count says
-                # when the customer may be (it counts expired rows too); only then are the
-                # customer's rows read, the newest max_memories and those evicted.
+                # when the customer may be over it (it counts expired rows too); only then does
+                # the LIMIT let the customer's rows be read, the newest max_memories first.
                 (
                     "DELETE FROM memorybook_memories WHERE id IN (SELECT id FROM"
-                    " memorybook_memories WHERE customer_digest = ? AND (SELECT memories FROM"
-                    " memorybook_counts WHERE customer_digest = ?) >= ? ORDER BY id DESC"
-                    f" {self._database.dialect.all_rows} OFFSET ?)"
-                    " RETURNING id, ticket_digest, sealed",
-                    (customer, customer, self.max_memories, self.max_memories),
+                    " memorybook_memories WHERE customer_digest = ? ORDER BY id DESC LIMIT CASE"
+                    " WHEN (SELECT memories FROM memorybook_counts WHERE customer_digest = ?) >= ?"
+                    " THEN ? ELSE 0 END OFFSET ?) RETURNING id, ticket_digest, sealed",
+                    (customer, customer, self.max_memories, _ALL_ROWS, self.max_memories),
                 ),
             ])
             evicted.sort()

@@ -36,7 +36,6 @@ class Dialect:
     row_id: str  # the auto-increment primary key that keeps a customer's memories in order
     customer_index: tuple[str, ...]  # the columns of the index that finds a customer's rows
     write_lock: str  # the statement that starts a write by waiting for the writer before it
-    all_rows: str  # a LIMIT that limits nothing, for an OFFSET alone
 
 
 SQLITE = Dialect(
@@ -48,7 +47,6 @@ SQLITE = Dialect(
     # customer's rows in id order, as PostgreSQL's (customer_digest, id) does.
     customer_index=("customer_digest",),
     write_lock="BEGIN IMMEDIATE",  # the database file's write lock, taken up front
-    all_rows="LIMIT -1",
 )
 
 POSTGRES = Dialect(
@@ -58,7 +56,6 @@ POSTGRES = Dialect(
     row_id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     customer_index=("customer_digest", "id"),
     write_lock="SELECT pg_advisory_xact_lock(?)",  # one customer's writers, inside a transaction
-    all_rows="LIMIT ALL",
 )
 
 

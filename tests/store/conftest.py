@@ -17,7 +17,7 @@ import signal
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,25 @@ class SQLiteBackend(Backend):
             ).fetchall()
             [(journal_mode,)] = connection.execute("PRAGMA journal_mode").fetchall()
         return {"sqlite_master": objects, "journal_mode": journal_mode}
+
+    @staticmethod
+    def work_of(store: MemoryStore, call: Callable[[], object]) -> int:
+        """The steps of SQLite's virtual machine that the call took, on the store's own
+        connection: they grow with every row a statement reads."""
+        steps = 0
+
+        def count() -> int:
+            nonlocal steps
+            steps += 1
+            return 0  # go on
+
+        connection = store._database.connection  # type: ignore[attr-defined]
+        connection.set_progress_handler(count, 1)
+        try:
+            call()
+        finally:
+            connection.set_progress_handler(None, 1)
+        return steps
 
     @contextlib.contextmanager
     def hold_the_tables(self, how: str) -> Iterator[None]:
@@ -298,6 +317,38 @@ class PostgresBackend(Backend):
                 if time.monotonic() > deadline:
                     pytest.fail(f"{older} other session(s) kept a transaction open {seconds} s")
                 time.sleep(0.05)
+
+    @staticmethod
+    def work_of(store: MemoryStore, call: Callable[[], object]) -> int:
+        """The rows that the statements of the call's write transaction read from the store's
+        tables, as the server counts them for its session (pg_stat_xact_user_tables, whose
+        figures are left unflushed inside a transaction), read as it begins and before its
+        commit."""
+        database = store._database  # type: ignore[attr-defined]
+        write_transaction = database.write_transaction
+        read: list[int] = []
+
+        def rows_read() -> int:
+            [(rows,)] = database.run(
+                "SELECT COALESCE(SUM(seq_tup_read + COALESCE(idx_tup_fetch, 0)), 0)"
+                " FROM pg_stat_xact_user_tables WHERE schemaname = current_schema()"
+            )
+            return int(rows)
+
+        @contextlib.contextmanager
+        def counted(lock_key: bytes) -> Iterator[None]:
+            with write_transaction(lock_key):
+                before = rows_read()
+                yield
+                read.append(rows_read() - before)
+
+        database.write_transaction = counted
+        try:
+            call()
+        finally:
+            del database.write_transaction
+        assert len(read) == 1, f"the call made {len(read)} write transactions, not one"
+        return read[0]
 
     @contextlib.contextmanager
     def hold_the_tables(self, how: str) -> Iterator[None]:
