@@ -148,7 +148,9 @@ class Ours:
             )
             connection.execute(  # the count that as many saves would have left
                 "INSERT INTO memorybook_counts (customer_digest, memories)"
-                f" VALUES ({mark}, {mark})", (rows[0].customer_digest, count),
+                f" VALUES ({mark}, {mark}) ON CONFLICT (customer_digest)"
+                " DO UPDATE SET memories = memorybook_counts.memories + excluded.memories",
+                (rows[0].customer_digest, count),
             )
             connection.commit()
             connection.execute("ANALYZE")
@@ -403,7 +405,7 @@ def main() -> None:
             print("PostgreSQL skipped: pass --pg-url or set MEMORYBOOK_TEST_PG_URL.")
         if arguments.profile:
             rows = [row for backend in backends for row in profile(backend)]
-            print(markdown_table(["backend", "call (1,000 memories)", "median", *COST_OF,
+            print(markdown_table(["backend", "call (1,000 memories)", "mean", *COST_OF,
                                   "other"], rows))
             return
         if not with_langgraph:
