@@ -414,7 +414,7 @@ def main() -> None:
             print(f"LangGraph's stores skipped: not installed (`{INSTALL}`).")
         print(f"Medians of {PUTS} puts, {min(RECALLS.values())} to {max(RECALLS.values())} "
               f"recalls and {min(ERASURES.values())} to {max(ERASURES.values())} erasures "
-              "per size; ratio: ours / theirs.")
+              f"per size{'; ratio: ours / theirs' if with_langgraph else ''}.")
         flat = []
         for backend in backends:
             few, many = flat_save(backend)
