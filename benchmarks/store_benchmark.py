@@ -1,65 +1,69 @@
-"""How fast is the memory store, and does one customer's recall slow down as others grow?
+"""The memory store beside LangGraph's stores: put, recall and erasing a customer, ours/theirs.
 
-    pip install -e .                                          # once, so memorybook imports
     python -m benchmarks.store_benchmark                      # SQLite only
     python -m benchmarks.store_benchmark --pg-url postgresql://postgres@127.0.0.1:PORT/db
+    python -m benchmarks.store_benchmark --profile            # where each operation's time goes
 
-PostgreSQL is measured when a URL is given with --pg-url or $MEMORYBOOK_TEST_PG_URL
-(``tools/postgres_server.sh start DIR`` prints one); the benchmark works in a new
-schema there and drops it afterwards. It measures, as the median of several repeats:
+LangGraph's stores are an optional benchmark dependency, installed into .venv by
+``.venv/bin/uv sync --inexact --group benchmark`` (pip: ``pip install
+langgraph-checkpoint-sqlite langgraph-checkpoint-postgres``); without them the benchmark says so
+in one line and measures ours alone. PostgreSQL is measured when a URL is given with --pg-url or
+$MEMORYBOOK_TEST_PG_URL (``tools/postgres_server.sh start DIR`` prints one); each store works in
+a new schema there, dropped afterwards.
 
-* saving one memory (through ``save()``, one transaction each);
-* recalling one customer's 10, 100 and 1,000 memories (cap raised with ``max_memories``);
-* the same, with retention: a store opened with ``retention=`` recalling a customer whose
-  memories all have an expiry date, timed in turns with the recalls without, in the same run;
-* the same recalls after 10,000 other customers with 10 memories each were added;
-* the size on disk before and after those 100,000 extra rows.
+For each backend (SQLite, PostgreSQL), with and without a time to live, and for a customer
+holding 10, 100, 1,000 and 10,000 memories, it times, as medians of several runs in one process:
 
-The bulk rows are written straight into the tables, in one transaction, from rows
-the store itself checked and encrypted (``sealed_row()``), because 100,000 separate
-``save()`` transactions would measure nothing new and take minutes. They bypass the cap of
-50 memories a customer; the measuring store is opened with ``max_memories=1000``, so that one
-customer holds 1,000.
+* put: saving one more memory for that customer (``save()``; their ``put()``);
+* recall: reading all of that customer's memories (``recall()``; their ``search()`` of the
+  customer's namespace, with a limit that lets every item through);
+* erase: deleting every memory of the customer (``forget_customer()``; they have no call for it,
+  so their ``search()`` of the namespace and a ``batch()`` deleting each item it found).
+
+Each customer's memories are loaded in bulk before the timed calls: ours written straight into
+the tables from rows the store itself checked and sealed (``sealed_row()``), with the count a
+save keeps; theirs with one ``batch()`` of puts. The store is opened with a cap above the
+largest size. Like ours, their SQLite store runs in WAL mode; with a time to live, theirs omits
+expired items and does not refresh them on reads, as ours does. It also prints what a save costs
+for a customer holding 2,000 memories against one holding 10.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import cProfile
 import json
 import os
 import platform
+import pstats
 import sqlite3
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from benchmarks.markdown_table import markdown_table
-from memorybook.store import MemoryStore, PostgresMemoryStore, SealedRow, SQLiteMemoryStore
-
-SAVE_REPEATS = 50  # single saves timed; the median is reported
-RECALL_REPEATS = 9  # recalls timed per size, after one warm-up
-RETENTION_REPEATS = 21  # recalls timed in turns, with and without retention, per size
-RECALL_SIZES = (10, 100, 1_000)
-OTHER_CUSTOMERS = 10_000
-MEMORIES_PER_OTHER_CUSTOMER = 10
-RETENTION = timedelta(days=365)
-INSERT_ROW_SQL = (
-    "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed, expires_at)"
-    " VALUES (?, ?, ?, ?)"
+from memorybook.store import (
+    MemoryStore,
+    PostgresMemoryStore,
+    SealedRow,
+    SQLiteMemoryStore,
 )
 
-
-def expiry_micros(expires_at: datetime | None) -> int | None:
-    """An expiry date as the memories table stores it (microseconds since 1970 UTC)."""
-    if expires_at is None:
-        return None
-    return (expires_at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+SIZES = (10, 100, 1_000, 10_000)  # memories the measured customer holds
+TTL = timedelta(days=365)
+CAP = 2 * max(SIZES)  # the store's max_memories: no put evicts
+PUTS = 25  # puts timed per size, after one warm-up
+RECALLS = {10: 25, 100: 15, 1_000: 7, 10_000: 3}  # recalls timed per size
+ERASURES = {10: 15, 100: 9, 1_000: 5, 10_000: 3}  # erasures timed per size, each of a reload
+FLAT_SAVES = 60  # saves timed in turns for customers of 10 and of 2,000 memories
+INSTALL = ".venv/bin/uv sync --inexact --group benchmark"
 
 
 def sample_memory(customer_id: str, ticket_number: int) -> dict:
@@ -88,56 +92,148 @@ def sample_memory(customer_id: str, ticket_number: int) -> dict:
     }
 
 
-def median_ms(action: Callable[[], object], repeats: int, warm_up: bool = True) -> float:
-    if warm_up:
-        action()
+def median_ms(action: Callable[[], object], repeats: int, before: Callable[[], object] | None = None
+              ) -> float:
+    """The median time of ``action`` over ``repeats`` runs after one warm-up; ``before`` runs,
+    untimed, ahead of each."""
     timings = []
-    for _ in range(repeats):
+    for run in range(repeats + 1):
+        if before is not None:
+            before()
         started = time.perf_counter()
         action()
-        timings.append(time.perf_counter() - started)
+        if run:
+            timings.append(time.perf_counter() - started)
     return statistics.median(timings) * 1000
 
 
-class Backend(Protocol):
-    """One backend's store, plus a side door for bulk loading and measuring size."""
+def micros(moment: datetime) -> int:
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
+
+class Subject(Protocol):
+    """One store under measure, with a customer loaded in bulk."""
+
+    def load(self, customer_id: str, count: int) -> None: ...
+
+    def put(self, customer_id: str, number: int) -> None: ...
+
+    def recall(self, customer_id: str) -> int: ...
+
+    def erase(self, customer_id: str) -> None: ...
+
+
+class Ours:
+    """memorybook's store, loaded through a connection of the benchmark's own."""
+
+    def __init__(self, store: MemoryStore, connect: Callable[[], Any], mark: str,
+                 ttl: bool) -> None:
+        self.store, self._connect, self._mark = store, connect, mark
+        self._ends = micros(datetime.now(UTC) + TTL) if ttl else None
+        self._sealed: dict[tuple[str, int], list[SealedRow]] = {}
+
+    def load(self, customer_id: str, count: int) -> None:
+        key = (customer_id, count)
+        first_load = key not in self._sealed
+        if first_load:  # sealed once, loaded again after each erasure
+            self._sealed[key] = [self.store.sealed_row(customer_id, sample_memory(customer_id, n))
+                                 for n in range(count)]
+        rows = self._sealed[key]
+        mark = self._mark
+        with contextlib.closing(self._connect()) as connection:
+            connection.cursor().executemany(
+                "INSERT INTO memorybook_memories"
+                " (customer_digest, ticket_digest, sealed, expires_at)"
+                f" VALUES ({mark}, {mark}, {mark}, {mark})",
+                [(*row, self._ends) for row in rows],
+            )
+            connection.execute(  # the count that as many saves would have left
+                "INSERT INTO memorybook_counts (customer_digest, memories)"
+                f" VALUES ({mark}, {mark}) ON CONFLICT (customer_digest)"
+                " DO UPDATE SET memories = memorybook_counts.memories + excluded.memories",
+                (rows[0].customer_digest, count),
+            )
+            connection.commit()
+            if first_load:  # the planner learns what the tables hold, once, as in long use
+                connection.execute("ANALYZE")
+                connection.commit()
+
+    def put(self, customer_id: str, number: int) -> None:
+        self.store.save(customer_id, sample_memory(customer_id, number))
+
+    def recall(self, customer_id: str) -> int:
+        return len(self.store.recall(customer_id))
+
+    def erase(self, customer_id: str) -> None:
+        self.store.forget_customer(customer_id)
+
+
+class Theirs:
+    """LangGraph's store: a customer is a namespace, a memory an item keyed by its ticket."""
+
+    def __init__(self, store: Any, ttl: bool) -> None:
+        from langgraph.store.base import PutOp
+
+        self.store, self._put_op = store, PutOp
+        self._ttl = TTL / timedelta(minutes=1) if ttl else None
+
+    def load(self, customer_id: str, count: int) -> None:
+        self.store.batch([
+            self._put_op(("memories", customer_id), f"T-{n}", sample_memory(customer_id, n),
+                         ttl=self._ttl)
+            for n in range(count)
+        ])
+
+    def put(self, customer_id: str, number: int) -> None:
+        self.store.put(("memories", customer_id), f"T-{number}",
+                       sample_memory(customer_id, number), ttl=self._ttl)
+
+    def recall(self, customer_id: str) -> int:
+        return len(self.store.search(("memories", customer_id), limit=CAP))
+
+    def erase(self, customer_id: str) -> None:
+        namespace = ("memories", customer_id)
+        items = self.store.search(namespace, limit=CAP)
+        self.store.batch([self._put_op(namespace, item.key, None) for item in items])
+
+
+def their_ttl(ttl: bool) -> dict | None:
+    if not ttl:
+        return None
+    return {"default_ttl": TTL / timedelta(minutes=1), "refresh_on_read": False,
+            "omit_expired": True}
+
+
+class Backend(Protocol):
     name: str
 
-    def open(self, max_memories: int, retention: timedelta | None = None) -> MemoryStore: ...
+    def ours(self, ttl: bool) -> contextlib.AbstractContextManager[Ours]: ...
 
-    def bulk_insert(self, rows: list[SealedRow], expires_at: datetime | None = None) -> None: ...
-
-    def size_bytes(self) -> int: ...
+    def theirs(self, ttl: bool) -> contextlib.AbstractContextManager[Theirs]: ...
 
 
 class SQLiteBackend:
     name = "SQLite"
 
     def __init__(self, folder: Path, key: str) -> None:
-        self.path = folder / "memories.sqlite3"
-        self.key = key
+        self.folder, self.key = folder, key
 
-    def open(self, max_memories: int, retention: timedelta | None = None) -> SQLiteMemoryStore:
-        return SQLiteMemoryStore(
-            self.path, key=self.key, max_memories=max_memories, retention=retention
-        )
+    @contextlib.contextmanager
+    def ours(self, ttl: bool) -> Iterator[Ours]:
+        path = self.folder / f"ours-{uuid.uuid4().hex[:8]}.sqlite3"
+        with SQLiteMemoryStore(path, key=self.key, max_memories=CAP,
+                               retention=TTL if ttl else None) as store:
+            yield Ours(store, lambda: sqlite3.connect(path), "?", ttl)
 
-    def bulk_insert(self, rows: list[SealedRow], expires_at: datetime | None = None) -> None:
-        connection = sqlite3.connect(self.path, isolation_level=None)
-        connection.execute("BEGIN IMMEDIATE")
-        ends = expiry_micros(expires_at)
-        connection.executemany(INSERT_ROW_SQL, [(*row, ends) for row in rows])
-        connection.execute("COMMIT")
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        connection.close()
+    @contextlib.contextmanager
+    def theirs(self, ttl: bool) -> Iterator[Theirs]:
+        from langgraph.store.sqlite import SqliteStore
 
-    def size_bytes(self) -> int:
-        return sum(
-            Path(f"{self.path}{suffix}").stat().st_size
-            for suffix in ("", "-wal")
-            if Path(f"{self.path}{suffix}").exists()
-        )
+        path = self.folder / f"theirs-{uuid.uuid4().hex[:8]}.sqlite3"
+        with SqliteStore.from_conn_string(str(path), ttl=their_ttl(ttl)) as store:
+            store.conn.execute("PRAGMA journal_mode = WAL")
+            store.setup()
+            yield Theirs(store, ttl)
 
 
 class PostgresBackend:
@@ -146,163 +242,191 @@ class PostgresBackend:
     def __init__(self, url: str, key: str) -> None:
         import psycopg
 
-        self.admin = psycopg.connect(url, autocommit=True)
-        self.schema = f"memorybook_bench_{uuid.uuid4().hex[:8]}"
-        self.admin.execute(f"CREATE SCHEMA {self.schema}")
-        self.admin.execute(f"SET search_path TO {self.schema}")
-        separator = "&" if "?" in url else "?"
-        self.url = f"{url}{separator}options=-csearch_path%3D{self.schema}"
-        self.key = key
+        self.url, self.key, self._psycopg = url, key, psycopg
 
-    def open(self, max_memories: int, retention: timedelta | None = None) -> PostgresMemoryStore:
-        return PostgresMemoryStore(
-            self.url, key=self.key, max_memories=max_memories, retention=retention
-        )
+    @contextlib.contextmanager
+    def schema(self) -> Iterator[str]:
+        """A new schema, dropped afterwards; the URL that works in it."""
+        name = f"memorybook_bench_{uuid.uuid4().hex[:8]}"
+        with self._psycopg.connect(self.url, autocommit=True) as admin:
+            admin.execute(f"CREATE SCHEMA {name}")
+        separator = "&" if "?" in self.url else "?"
+        try:
+            yield f"{self.url}{separator}options=-csearch_path%3D{name}"
+        finally:
+            with self._psycopg.connect(self.url, autocommit=True) as admin:
+                admin.execute(f"DROP SCHEMA {name} CASCADE")
 
-    def bulk_insert(self, rows: list[SealedRow], expires_at: datetime | None = None) -> None:
-        ends = expiry_micros(expires_at)
-        with self.admin.transaction(), self.admin.cursor() as cursor:
-            copy_sql = (
-                "COPY memorybook_memories (customer_digest, ticket_digest, sealed, expires_at)"
-                " FROM STDIN"
-            )
-            with cursor.copy(copy_sql) as copy:
-                for row in rows:
-                    copy.write_row((*row, ends))
-        self.admin.execute("ANALYZE memorybook_memories")
+    @contextlib.contextmanager
+    def ours(self, ttl: bool) -> Iterator[Ours]:
+        with self.schema() as url, PostgresMemoryStore(
+            url, key=self.key, max_memories=CAP, retention=TTL if ttl else None
+        ) as store:
+            yield Ours(store, lambda: self._psycopg.connect(url), "%s", ttl)
 
-    def size_bytes(self) -> int:
-        [(size,)] = self.admin.execute(
-            "SELECT pg_total_relation_size('memorybook_memories')"
-            " + pg_total_relation_size('memorybook_meta')"
-            " + pg_total_relation_size('memorybook_history')"
-        ).fetchall()
-        return int(size)
+    @contextlib.contextmanager
+    def theirs(self, ttl: bool) -> Iterator[Theirs]:
+        from langgraph.store.postgres import PostgresStore
+
+        with self.schema() as url, PostgresStore.from_conn_string(
+            url, ttl=their_ttl(ttl)
+        ) as store:
+            store.setup()
+            yield Theirs(store, ttl)
 
     def server_version(self) -> str:
-        return self.admin.execute("SHOW server_version").fetchone()[0]
-
-    def drop(self) -> None:
-        self.admin.execute(f"DROP SCHEMA {self.schema} CASCADE")
-        self.admin.close()
+        with self._psycopg.connect(self.url) as connection:
+            return connection.execute("SHOW server_version").fetchone()[0]
 
 
-def time_recall(store: MemoryStore, customer_id: str) -> str:
-    return f"{median_ms(lambda: store.recall(customer_id), RECALL_REPEATS):.2f} ms"
+def measure(subject: Subject, size: int) -> dict[str, float]:
+    """Put, recall and erase for a customer of ``size`` memories: milliseconds, medians."""
+    customer = f"C-{size}"
+    subject.load(customer, size)
+    numbers = iter(range(size, size + PUTS + 1))
+    put = median_ms(lambda: subject.put(customer, next(numbers)), PUTS)
+    assert subject.recall(customer) == size + PUTS + 1
+    recall = median_ms(lambda: subject.recall(customer), RECALLS[size])
+    subject.erase(customer)
+    erase = median_ms(lambda: subject.erase(customer), ERASURES[size],
+                      before=lambda: subject.load(customer, size))
+    assert subject.recall(customer) == 0
+    return {"put": put, "recall": recall, "erase": erase}
 
 
-def paired_medians_ms(
-    first: Callable[[], object], second: Callable[[], object], repeats: int
-) -> tuple[float, float]:
-    """Both actions' medians, timed in turns (after a warm-up of each), so drift hits both."""
-    first(), second()
-    timings: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeats):
-        for action, times in ((first, timings[0]), (second, timings[1])):
-            started = time.perf_counter()
-            action()
-            times.append(time.perf_counter() - started)
-    return statistics.median(timings[0]) * 1000, statistics.median(timings[1]) * 1000
+def flat_save(backend: Backend) -> tuple[float, float]:
+    """Our median save for a customer of 10 memories and for one of 2,000, with a retention,
+    timed in turns."""
+    with backend.ours(ttl=True) as ours:
+        for size in (10, 2_000):
+            ours.load(f"C-flat-{size}", size)
+        timings: dict[int, list[float]] = {10: [], 2_000: []}
+        for number in range(FLAT_SAVES + 1):
+            for size, times in timings.items():
+                started = time.perf_counter()
+                ours.put(f"C-flat-{size}", 10**6 + number)
+                if number:
+                    times.append(time.perf_counter() - started)
+    return tuple(statistics.median(timings[size]) * 1000 for size in (10, 2_000))
 
 
-def measure(
-    backend: Backend, rows_for: Callable[[str, int], list[SealedRow]], other_rows: list[SealedRow]
-) -> dict[str, str]:
-    """Run every measurement on one backend; return figures keyed by row label."""
-    figures: dict[str, str] = {}
-    with (
-        backend.open(max_memories=max(RECALL_SIZES)) as store,
-        backend.open(max_memories=max(RECALL_SIZES), retention=RETENTION) as expiring,
-    ):
-        save_number = iter(range(10**6))
+def compare(backend: Backend, with_langgraph: bool) -> list[list[str]]:
+    """The table rows of one backend: per time to live and size, ours, theirs and the ratio."""
+    rows = []
+    for ttl in (False, True):
+        for size in SIZES:
+            with backend.ours(ttl) as ours:
+                mine = measure(ours, size)
+            theirs = None
+            if with_langgraph:
+                with backend.theirs(ttl) as subject:
+                    theirs = measure(subject, size)
+            for operation in ("put", "recall", "erase"):
+                shown = [f"{mine[operation]:.2f} ms"]
+                if theirs is not None:
+                    shown += [f"{theirs[operation]:.2f} ms",
+                              f"{mine[operation] / theirs[operation]:.2f}x"]
+                rows.append([backend.name, "yes" if ttl else "no", f"{size:,}", operation,
+                             *shown])
+    return rows
 
-        def save_one() -> None:
-            store.save("C-save", sample_memory("C-save", next(save_number)))
 
-        figures["save one memory"] = f"{median_ms(save_one, SAVE_REPEATS):.2f} ms"
-        ends = datetime.now(UTC) + RETENTION
-        for size in RECALL_SIZES:
-            backend.bulk_insert(rows_for(f"C-recall-{size}", size))
-            backend.bulk_insert(rows_for(f"C-expiring-{size}", size), expires_at=ends)
-        before_size = backend.size_bytes()
-        for size in RECALL_SIZES:
-            assert len(store.recall(f"C-recall-{size}")) == size
-            assert len(expiring.recall(f"C-expiring-{size}")) == size
-            without, with_retention = paired_medians_ms(
-                lambda size=size: store.recall(f"C-recall-{size}"),
-                lambda size=size: expiring.recall(f"C-expiring-{size}"),
-                RETENTION_REPEATS,
-            )
-            figures[f"recall {size:,} memories"] = f"{without:.2f} ms"
-            figures[f"recall {size:,} memories, with retention"] = (
-                f"{with_retention:.2f} ms ({with_retention / without:.2f}x)"
-            )
-        backend.bulk_insert(other_rows)
-        for size in RECALL_SIZES:
-            label = f"recall {size:,} memories, {OTHER_CUSTOMERS:,} other customers in store"
-            figures[label] = time_recall(store, f"C-recall-{size}")
-    rows_before = SAVE_REPEATS + 1 + 2 * sum(RECALL_SIZES)
-    rows_after = rows_before + OTHER_CUSTOMERS * MEMORIES_PER_OTHER_CUSTOMER
-    figures[f"size on disk, {rows_before:,} memories"] = f"{before_size / 1e6:.1f} MB"
-    figures[f"size on disk, {rows_after:,} memories"] = f"{backend.size_bytes() / 1e6:.1f} MB"
-    return figures
+# Where the time of our calls goes, by the functions cProfile sees spend it.
+COST_OF = {
+    "validation": ("validation.py",),
+    "encryption": ("encryption.py", "aead.AESGCM", "hmac", "_hashlib", "openssl"),
+    "json": ("json/", "json.", "_json"),
+    "SQL": ("sqlite3.Connection", "sqlite3.Cursor", "psycopg", "select.select",
+            "postgres.py", "sqlite.py", "database.py", "socket"),
+}
+
+
+def profile(backend: Backend, size: int = 1_000) -> list[list[str]]:
+    """Our put, recall and erase for a customer of ``size`` memories under cProfile: the share
+    of each kind of work in the time of the call (own time of the functions of each kind)."""
+    rows = []
+    with backend.ours(ttl=True) as ours:
+        customer = f"C-profiled-{size}"
+        ours.load(customer, size)
+        numbers = iter(range(size, size + 10**6))
+        calls = {
+            "put": (lambda: ours.put(customer, next(numbers)), 200, None),
+            "recall": (lambda: ours.recall(customer), 20, None),
+            "erase": (lambda: ours.erase(customer), 10, lambda: ours.load(customer, size)),
+        }
+        for operation, (call, repeats, before) in calls.items():
+            profiler = cProfile.Profile()
+            for _ in range(repeats):
+                if before is not None:
+                    before()
+                profiler.enable()
+                call()
+                profiler.disable()
+            stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+            total = sum(own for (_, _, own, _, _) in stats.values())
+            shares = dict.fromkeys(COST_OF, 0.0)
+            for (file, _, function), (_, _, own, _, _) in stats.items():
+                where = f"{file}:{function}"
+                for kind, signs in COST_OF.items():
+                    if any(sign in where for sign in signs):
+                        shares[kind] += own
+                        break
+            other = total - sum(shares.values())
+            rows.append([backend.name, operation, f"{total / repeats * 1000:.2f} ms",
+                         *(f"{share / total:.0%}" for share in [*shares.values(), other])])
+    return rows
+
+
+def langgraph_installed() -> bool:
+    try:
+        import langgraph.store.postgres  # noqa: F401
+        import langgraph.store.sqlite  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pg-url", default=os.environ.get("MEMORYBOOK_TEST_PG_URL"))
+    parser.add_argument("--profile", action="store_true",
+                        help="print where our calls spend their time, and measure nothing else")
     arguments = parser.parse_args()
     key = base64.urlsafe_b64encode(os.urandom(32)).decode()
-
+    with_langgraph = langgraph_installed()
     with tempfile.TemporaryDirectory() as folder:
-        backends: list[Backend] = [SQLiteBackend(Path(folder), key)]
-        postgres: PostgresBackend | None = None
+        backends: list[Any] = [SQLiteBackend(Path(folder), key)]
         if arguments.pg_url:
-            postgres = PostgresBackend(arguments.pg_url, key)
-            backends.append(postgres)
-        try:
-            with backends[0].open(max_memories=1) as encrypting_store:
-                started = time.perf_counter()
-                other_rows = [
-                    encrypting_store.sealed_row(f"C-other-{c}", sample_memory(f"C-other-{c}", n))
-                    for c in range(OTHER_CUSTOMERS)
-                    for n in range(MEMORIES_PER_OTHER_CUSTOMER)
-                ]
-                encrypt_seconds = time.perf_counter() - started
-
-                def rows_for(customer_id: str, count: int) -> list[SealedRow]:
-                    return [
-                        encrypting_store.sealed_row(customer_id, sample_memory(customer_id, n))
-                        for n in range(count)
-                    ]
-
-                results = {b.name: measure(b, rows_for, other_rows) for b in backends}
-        finally:
-            if postgres is not None:
-                versions = f", PostgreSQL {postgres.server_version()}"
-                postgres.drop()
-            else:
-                versions = ""
-
-    memory_bytes = len(json.dumps(sample_memory("C-1042", 1)))
-    print(
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}{versions}, "
-        f"{os.cpu_count()} CPUs; memories of about {memory_bytes:,} bytes of JSON; "
-        f"medians of {SAVE_REPEATS} saves and {RECALL_REPEATS} recalls "
-        f"({RETENTION_REPEATS} in turns with and without retention); "
-        f"encrypting {len(other_rows):,} memories took {encrypt_seconds:.1f} s."
-    )
-    if postgres is None:
-        print("PostgreSQL skipped: pass --pg-url or set MEMORYBOOK_TEST_PG_URL.")
-    else:
-        print(
-            "PostgreSQL saves commit without waiting for disk if the server runs with "
-            "fsync=off, as tools/postgres_server.sh's test server does."
-        )
-    print()
-    names = [b.name for b in backends]
-    rows = [[label, *(results[n][label] for n in names)] for label in results[names[0]]]
-    print(markdown_table(["measure", *names], rows))
+            backends.append(PostgresBackend(arguments.pg_url, key))
+        versions = f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+        if arguments.pg_url:
+            versions += f", PostgreSQL {backends[1].server_version()}"
+        print(f"{versions}, {os.cpu_count()} CPUs; memories of about "
+              f"{len(json.dumps(sample_memory('C-1042', 1))):,} bytes of JSON.")
+        if not arguments.pg_url:
+            print("PostgreSQL skipped: pass --pg-url or set MEMORYBOOK_TEST_PG_URL.")
+        if arguments.profile:
+            rows = [row for backend in backends for row in profile(backend)]
+            print(markdown_table(["backend", "call (1,000 memories)", "mean", *COST_OF,
+                                  "other"], rows))
+            return
+        if not with_langgraph:
+            print(f"LangGraph's stores skipped: not installed (`{INSTALL}`).")
+        print(f"Medians of {PUTS} puts, {min(RECALLS.values())} to {max(RECALLS.values())} "
+              f"recalls and {min(ERASURES.values())} to {max(ERASURES.values())} erasures "
+              f"per size{'; ratio: ours / theirs' if with_langgraph else ''}.")
+        flat = []
+        for backend in backends:
+            few, many = flat_save(backend)
+            flat.append([backend.name, f"{few:.2f} ms", f"{many:.2f} ms", f"{many / few:.2f}x"])
+        print()
+        print(markdown_table(["backend", "save, customer of 10", "of 2,000", "ratio"], flat))
+        rows = [row for backend in backends for row in compare(backend, with_langgraph)]
+        headings = ["backend", "TTL", "memories", "call", "ours"]
+        if with_langgraph:
+            headings += ["LangGraph", "ours / theirs"]
+        print()
+        print(markdown_table(headings, rows))
 
 
 if __name__ == "__main__":

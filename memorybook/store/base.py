@@ -45,6 +45,7 @@ from memorybook.store.validation import (
 
 MAX_MEMORIES_PER_CUSTOMER = 50
 _MICROSECOND = timedelta(microseconds=1)
+_ALL_ROWS = 2**62  # a LIMIT that limits nothing, spelt alike in SQLite and PostgreSQL
 # Sealed ticket ids of history rows are bound to their customer's digest and to this, so that
 # no history row opens as a memory, nor a memory as a history row.
 _HISTORY_AAD = b"memorybook history"
@@ -226,31 +227,48 @@ class EncryptedStore:
         else:
             ends = None if self.retention is None else now + self.retention // _MICROSECOND
         with self._database.write_transaction(customer):
-            expired = self._delete_expired(customer, now)  # an expired memory takes no room
-            self._database.run(
-                "INSERT INTO memorybook_memories"
-                " (customer_digest, ticket_digest, sealed, expires_at) VALUES (?, ?, ?, ?)",
-                (customer, ticket, sealed, ends),
+            # Each statement finds its rows through an index, reading no other row of the
+            # customer's: a save costs the same whatever the customer holds. On a server, they
+            # travel together; the history, the count and the commit follow them.
+            counted, expired, _, evicted = self._database.run_together([
+                ("SELECT memories FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
+                self._deleting_expired(customer, now),
+                (
+                    "INSERT INTO memorybook_memories"
+                    " (customer_digest, ticket_digest, sealed, expires_at) VALUES (?, ?, ?, ?)",
+                    (customer, ticket, sealed, ends),
+                ),
+                # Over the cap, only the customer's newest max_memories stay. The count says
+                # when the customer may be over it (it counts expired rows too); only then does
+                # the LIMIT let the customer's rows be read, the newest max_memories first.
+                (
+                    "DELETE FROM memorybook_memories WHERE id IN (SELECT id FROM"
+                    " memorybook_memories WHERE customer_digest = ? ORDER BY id DESC LIMIT CASE"
+                    " WHEN (SELECT memories FROM memorybook_counts WHERE customer_digest = ?) >= ?"
+                    " THEN ? ELSE 0 END OFFSET ?) RETURNING id, ticket_digest, sealed",
+                    (customer, customer, self.max_memories, _ALL_ROWS, self.max_memories),
+                ),
+            ])
+            evicted.sort()
+            self._record_all(customer, [
+                *self._expired_events(customer, expired),
+                (SAVED, ticket_id, now),
+                *((EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now)
+                  for _, ticket_digest, old_sealed in evicted),
+            ])
+            # After an eviction the customer holds exactly max_memories, whatever was counted.
+            [(before,)] = counted or [(0,)]
+            count = self.max_memories if evicted else max(0, before + 1 - len(expired))
+            self._database.run_before_commit(
+                "INSERT INTO memorybook_counts (customer_digest, memories) VALUES (?, ?)"
+                " ON CONFLICT (customer_digest) DO UPDATE SET memories = excluded.memories",
+                [(customer, count)],
             )
-            self._record(customer, SAVED, ticket_id, now)
-            [(count,)] = self._database.run(
-                "SELECT COUNT(*) FROM memorybook_memories WHERE customer_digest = ?", (customer,)
-            )
-            oldest = [] if count <= self.max_memories else self._database.run(
-                "SELECT id, ticket_digest, sealed FROM memorybook_memories"
-                " WHERE customer_digest = ? ORDER BY id LIMIT ?",
-                (customer, count - self.max_memories),
-            )
-            for row_id, ticket_digest, old_sealed in oldest:
-                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-                self._record(
-                    customer, EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now
-                )
-        if expired or oldest:
+        if expired or evicted:
             self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
-            customer_id, customer, [(ticket, sealed) for _, ticket, sealed in oldest], "Evicted"
+            customer_id, customer, [(ticket, sealed) for _, ticket, sealed in evicted], "Evicted"
         )
 
     @_one_call_at_a_time
@@ -330,20 +348,14 @@ class EncryptedStore:
         customer_id = checked_customer_id(customer_id)
         customer = keys.customer_digest(customer_id)
         with self._database.write_transaction(customer):
-            rows = self._database.run(
-                "SELECT ticket_digest, sealed FROM memorybook_memories"
-                " WHERE customer_digest = ? ORDER BY id",
-                (customer,),
-            )
-            self._database.run(
-                "DELETE FROM memorybook_memories WHERE customer_digest = ?", (customer,)
-            )
-            [(events,)] = self._database.run(
-                "SELECT COUNT(*) FROM memorybook_history WHERE customer_digest = ?", (customer,)
-            )
-            self._database.run(
-                "DELETE FROM memorybook_history WHERE customer_digest = ?", (customer,)
-            )
+            rows, events, _ = self._database.run_together([
+                ("DELETE FROM memorybook_memories WHERE customer_digest = ?"
+                 " RETURNING id, ticket_digest, sealed", (customer,)),
+                ("DELETE FROM memorybook_history WHERE customer_digest = ? RETURNING id",
+                 (customer,)),
+                ("DELETE FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
+            ])
+        rows = [(ticket, sealed) for _, ticket, sealed in sorted(rows)]
         if rows or events:
             self._database.after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
@@ -394,6 +406,7 @@ class EncryptedStore:
                 customer = self._open_keys().customer_digest(checked_customer_id(customer_id))
                 held.enter_context(self._lock)  # for the block too, past the call's deadline
                 held.enter_context(self._database.write_transaction(customer))
+                self._database.flush()  # the lock is held once this returns, not merely asked for
             yield
 
     # -- helpers -------------------------------------------------------------------
@@ -406,20 +419,19 @@ class EncryptedStore:
         ticket = keys.ticket_digest(customer_id, ticket_id)
         now = self._now()
         with self._database.write_transaction(customer):
-            rows = self._database.run(
-                "SELECT id, sealed FROM memorybook_memories"
-                " WHERE customer_digest = ? AND ticket_digest = ? ORDER BY id",
+            rows = sorted(self._database.run(
+                "DELETE FROM memorybook_memories WHERE customer_digest = ? AND ticket_digest = ?"
+                " RETURNING id, sealed",
                 (customer, ticket),
-            )
-            if not rows:
+            ))
+            if not rows:  # nothing was deleted: the transaction is rolled back all the same
                 raise MemoryNotFoundError(
                     f"Customer {shown(customer_id)} has no memory of ticket "
                     f"{shown(ticket_id)} in {self.location}; check both ids (they are matched "
                     "exactly, case and spaces included) against recall()."
                 )
-            for row_id, _ in rows:
-                self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-                self._record(customer, event, ticket_id, now)
+            self._record_all(customer, [(event, ticket_id, now)] * len(rows))
+            self._count_deleted(customer, len(rows))
         self._database.after_forget()
         return self._readable(
             customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
@@ -428,23 +440,47 @@ class EncryptedStore:
     def _delete_expired(self, customer: bytes, now: int) -> int:
         """Inside a write transaction: delete the customer's expired memories, each recorded
         in history at the time it expired; return how many."""
-        rows = self._database.run(
-            "SELECT id, ticket_digest, sealed, expires_at FROM memorybook_memories"
-            " WHERE customer_digest = ? AND expires_at <= ? ORDER BY id",
+        [expired] = self._database.run_together([self._deleting_expired(customer, now)])
+        self._record_all(customer, self._expired_events(customer, expired))
+        self._count_deleted(customer, len(expired))
+        return len(expired)
+
+    def _count_deleted(self, customer: bytes, deleted: int) -> None:
+        """Inside a write transaction: take rows deleted off the customer's count."""
+        self._database.run_before_commit(
+            "UPDATE memorybook_counts SET memories = CASE WHEN memories > ? THEN memories - ?"
+            " ELSE 0 END WHERE customer_digest = ?",
+            [(deleted, deleted, customer)],
+        )
+
+    @staticmethod
+    def _deleting_expired(customer: bytes, now: int) -> tuple[str, tuple]:
+        """The statement that deletes the customer's expired memories and returns them: its
+        range of the expiry index holds those rows alone, however many others the customer
+        has."""
+        return (
+            "DELETE FROM memorybook_memories WHERE customer_digest = ? AND expires_at <= ?"
+            " RETURNING id, ticket_digest, sealed, expires_at",
             (customer, now),
         )
-        for row_id, ticket, sealed, expired_at in rows:
-            self._database.run("DELETE FROM memorybook_memories WHERE id = ?", (row_id,))
-            self._record(customer, EXPIRED, self._ticket_in(customer, ticket, sealed), expired_at)
-        return len(rows)
 
-    def _record(self, customer: bytes, event: str, ticket_id: str | None, at: int) -> None:
-        """Add an event to the customer's history; the ticket id is sealed, as memories are."""
-        sealed_ticket = self._open_keys().seal(customer, _HISTORY_AAD, json.dumps(ticket_id))
-        self._database.run(
+    def _expired_events(
+        self, customer: bytes, expired: list[tuple]
+    ) -> list[tuple[str, str | None, int]]:
+        """The history events of the expired rows ``_deleting_expired()`` returned: each at the
+        time it expired, in the order they were saved."""
+        return [(EXPIRED, self._ticket_in(customer, ticket, sealed), expired_at)
+                for _, ticket, sealed, expired_at in sorted(expired)]
+
+    def _record_all(self, customer: bytes, events: list[tuple[str, str | None, int]]) -> None:
+        """Add events (name, ticket id, time) to the customer's history, in this order; each
+        ticket id is sealed, as memories are. They are written before the commit."""
+        seal = self._open_keys().seal
+        self._database.run_before_commit(
             "INSERT INTO memorybook_history (customer_digest, event, at, sealed_ticket)"
             " VALUES (?, ?, ?, ?)",
-            (customer, event, at, sealed_ticket),
+            [(customer, event, at, seal(customer, _HISTORY_AAD, json.dumps(ticket_id)))
+             for event, ticket_id, at in events],
         )
 
     def _ticket_in(self, customer: bytes, ticket: bytes, sealed: bytes) -> str | None:

@@ -55,15 +55,17 @@ class SqlDatabase:
     def upgrade(self) -> None:
         """Bring a store of an earlier format to this one, once its key is known to match.
 
-        Adds the expiry column and the history tables, keeping every memory (they never
-        expire). A racing opener may have done it already: then nothing is changed.
+        Adds what each later format has (format 2: the expiry column and the history tables;
+        format 3: the expiry index and each customer's count), keeping every memory (those of
+        format 1 never expire). A racing opener may have done it already: then nothing is
+        changed.
         """
         if self.stored_format == STORE_FORMAT:
             return
         with self.write_transaction(TABLES_LOCK):
             [(stored,)] = self.run(READ_FORMAT)
             if bytes(stored) != STORE_FORMAT:
-                *changes, set_format = upgrade_tables(self.dialect)
+                *changes, set_format = upgrade_tables(self.dialect, bytes(stored))
                 for statement in changes:
                     self.run(statement)
                 self.run(set_format, (STORE_FORMAT,))
@@ -114,6 +116,22 @@ class SqlDatabase:
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
         """One statement, written with ``?`` placeholders; its rows ([] if it returns none)."""
         raise NotImplementedError
+
+    def run_together(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        """Statements run in order, as ``run()`` runs each; the rows of each. A backend on a
+        server sends them at once, and waits once for their answers."""
+        return [self.run(sql, params) for sql, params in statements]
+
+    def run_before_commit(self, sql: str, rows: list[tuple]) -> None:
+        """Inside a write transaction: a statement run once for each of ``rows``, whose result
+        is not needed. A backend on a server may send it with the commit, so an error it meets
+        may be raised by the end of the transaction rather than here."""
+        for params in rows:
+            self.run(sql, params)
+
+    def flush(self) -> None:
+        """Make sure that every statement sent so far has run (a backend that holds statements
+        back sends them now, and raises what they met)."""
 
     def write_transaction(self, lock_key: bytes) -> AbstractContextManager[None]:
         """A transaction that waits for, then holds, the write lock of ``lock_key``'s writers."""

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
 from memorybook.store.retention import Clock
-from memorybook.store.schema import HISTORY_TABLE, MEMORIES_TABLE, POSTGRES
+from memorybook.store.schema import COUNTS_TABLE, HISTORY_TABLE, MEMORIES_TABLE, POSTGRES
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
 from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError
 
@@ -80,6 +80,7 @@ class PostgresDatabase(SqlDatabase):
         self._psycopg = _import_psycopg()
         self._url = url
         self._limits = self.timeout
+        self._pipeline: Any = None  # psycopg's Pipeline while a write transaction uses one
         self._watchdog = Watchdog()
         self._watchdog.arm(self.deadline + 2 * POSTGRES_MARGIN_SECONDS)  # until the tables are open
         try:
@@ -100,24 +101,74 @@ class PostgresDatabase(SqlDatabase):
             self._watchdog.disarm()
 
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
+        [rows] = self.run_together([(sql, params)])
+        return rows
+
+    def run_together(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        cursors = [self._send(sql, params) for sql, params in statements]
+        self.flush()
         try:
-            cursor = self.connection.execute(sql.replace("?", self.dialect.placeholder), params)
-            return cursor.fetchall() if cursor.description else []
+            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
         except self._psycopg.Error as error:
             raise self._error(error) from None
 
+    def run_before_commit(self, sql: str, rows: list[tuple]) -> None:
+        try:
+            with self.connection.cursor() as cursor:
+                cursor.executemany(sql.replace("?", self.dialect.placeholder), rows)
+        except self._psycopg.Error as error:
+            raise self._error(error) from None
+
+    def flush(self) -> None:
+        if self._pipeline is not None:
+            try:
+                self._pipeline.sync()
+            except self._psycopg.Error as error:
+                raise self._error(error) from None
+
     @contextmanager
     def write_transaction(self, lock_key: bytes) -> Iterator[None]:
+        """A transaction holding the advisory lock of ``lock_key``, whose statements travel
+        together: the BEGIN and the lock go with the first statements whose rows are needed
+        (``run()``, ``run_together()``), and the commit with whatever ``run_before_commit()``
+        left. A save thus waits for the server twice. Without pipeline mode (a libpq older than
+        14) each statement waits for its own answer.
+        """
         # The advisory lock serialises writers for one customer (and only them), so the
         # count-then-evict step in save() sees every row committed before it.
         lock_id = int.from_bytes(
             hashlib.sha256(b"memorybook lock " + lock_key).digest()[:8], "big", signed=True
         )
-        try:
-            with self.connection.transaction():
-                self.run(self.dialect.write_lock, (lock_id,))
+        with ExitStack() as pipeline:
+            try:
+                if self._psycopg.Pipeline.is_supported():
+                    self._pipeline = pipeline.enter_context(self.connection.pipeline())
+                    pipeline.callback(setattr, self, "_pipeline", None)
+                self._send("BEGIN")
+                self._send(self.dialect.write_lock, (lock_id,))
                 yield
-        except self._psycopg.Error as error:  # from the commit or the rollback itself
+                self._send("COMMIT")
+                pipeline.close()  # leaving pipeline mode sends what is left, and waits for it
+            except BaseException as error:
+                self._roll_back(pipeline)
+                if isinstance(error, self._psycopg.Error):
+                    raise self._error(error) from None
+                raise
+
+    def _roll_back(self, pipeline: ExitStack) -> None:
+        """After a failed write: end the transaction and leave pipeline mode, whatever state
+        the connection is in (a lost one raises here, and the original error is kept)."""
+        with suppress(self._psycopg.Error):
+            self.connection.rollback()
+        with suppress(self._psycopg.Error):
+            pipeline.close()
+        self._pipeline = None
+
+    def _send(self, sql: str, params: tuple = ()) -> Any:
+        """Send one statement (in pipeline mode, to run with the next ``flush()``); its cursor."""
+        try:
+            return self.connection.execute(sql.replace("?", self.dialect.placeholder), params)
+        except self._psycopg.Error as error:
             raise self._error(error) from None
 
     @contextmanager
@@ -155,7 +206,7 @@ class PostgresDatabase(SqlDatabase):
         # writes the tables (and their TOAST tables) anew and removes the old files. It holds
         # each table's exclusive lock while it runs, so other calls wait for it, and it copies
         # the deleted rows that a transaction still open in the database may read.
-        for table in (MEMORIES_TABLE, HISTORY_TABLE):
+        for table in (MEMORIES_TABLE, HISTORY_TABLE, COUNTS_TABLE):
             self.run(f"VACUUM FULL {table}")
 
     def close(self) -> None:

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STORE_FORMAT = b"memorybook-store-2"  # the meta row "format": what this version writes
+STORE_FORMAT = b"memorybook-store-3"  # the meta row "format": what this version writes
+FORMAT_1, FORMAT_2 = b"memorybook-store-1", b"memorybook-store-2"
 # Formats this version opens and upgrades in place, under the tables' lock (upgrade_tables()).
 # Format 1 had neither expiry dates nor history: versions that only know it refuse format 2,
-# rather than recall expired memories and leave no history.
-EARLIER_FORMATS = (b"memorybook-store-1",)
+# rather than recall expired memories and leave no history. Format 2 kept no count of each
+# customer's memories: versions that only know it refuse format 3, rather than leave the counts
+# wrong.
+EARLIER_FORMATS = (FORMAT_1, FORMAT_2)
 TABLES_LOCK = b"memorybook tables"  # the write lock that creating or upgrading tables holds
 
 META_TABLE = "memorybook_meta"
 MEMORIES_TABLE = "memorybook_memories"
 HISTORY_TABLE = "memorybook_history"
+COUNTS_TABLE = "memorybook_counts"
 ROW_COLUMNS = ("customer_digest", "ticket_digest", "sealed")  # besides the ordering id
 
 
@@ -67,15 +71,40 @@ def create_tables(dialect: Dialect) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_customer"
         f" ON {MEMORIES_TABLE} ({', '.join(dialect.customer_index)})",
         *_history_tables(dialect),
+        *_format_3_tables(dialect),
     ]
 
 
-def upgrade_tables(dialect: Dialect) -> list[str]:
-    """The statements that turn an earlier format's tables (EARLIER_FORMATS) into this one's."""
-    return [
+def upgrade_tables(dialect: Dialect, stored_format: bytes) -> list[str]:
+    """The statements that turn an earlier format's tables (EARLIER_FORMATS) into this one's,
+    the last one setting the format (its parameter)."""
+    format_2 = [] if stored_format != FORMAT_1 else [
         f"ALTER TABLE {MEMORIES_TABLE} ADD COLUMN expires_at {dialect.integer_type}",
         *_history_tables(dialect),
+    ]
+    return [
+        *format_2,
+        *_format_3_tables(dialect),
+        f"INSERT INTO {COUNTS_TABLE} (customer_digest, memories)"
+        f" SELECT customer_digest, COUNT(*) FROM {MEMORIES_TABLE} GROUP BY customer_digest",
         f"UPDATE {META_TABLE} SET value = ? WHERE name = 'format'",
+    ]
+
+
+def _format_3_tables(dialect: Dialect) -> list[str]:
+    """What lets a save cost the same however many memories the customer holds.
+
+    The expiry index finds a customer's expired memories, and only them (memories without an
+    expiry date are left out of it). The counts table holds how many rows of the memories table
+    each customer has, so the cap is checked without counting them; a save, ``forget()``,
+    ``sweep()`` and eviction keep it up to date, ``forget_customer()`` deletes the customer's row.
+    """
+    return [
+        f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_expiry"
+        f" ON {MEMORIES_TABLE} (customer_digest, expires_at) WHERE expires_at IS NOT NULL",
+        f"CREATE TABLE IF NOT EXISTS {COUNTS_TABLE} ("
+        f" customer_digest {dialect.bytes_type} PRIMARY KEY,"
+        f" memories {dialect.integer_type} NOT NULL)",
     ]
 
 

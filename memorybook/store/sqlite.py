@@ -27,6 +27,7 @@ SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process'
 # SQLite errors that say the disk or the permissions refused a write, not that the file is bad.
 _NOT_THE_FILES_FAULT = ("disk is full", "readonly", "read-only", "unable to open", "disk I/O")
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_OLDEST_SQLITE = (3, 35, 0)  # the first with DELETE ... RETURNING (March 2021)
 # A call left with less than its timeout minus this has waited: its busy timeout is shortened.
 _SLACK_SECONDS = 0.05
 
@@ -83,6 +84,13 @@ class SQLiteDatabase(SqlDatabase):
         self._key = key
         self._notices = notices
         self._busy_timeout = timeout  # sqlite3.connect's, until a call shortens it
+        if sqlite3.sqlite_version_info < _OLDEST_SQLITE:
+            raise MemoryStoreError(
+                f"The memory store needs SQLite {'.'.join(map(str, _OLDEST_SQLITE))} or later "
+                f"(its statements return the rows they delete), but this Python's sqlite3 module "
+                f"uses SQLite {sqlite3.sqlite_version}. Use a Python built with a newer SQLite "
+                "(python.org's and Debian 12's are), or a PostgreSQL store."
+            )
         _create_private_file(self.path)
         _refuse_foreign_file(self.path)  # after: one planted meanwhile is refused too
         try:
@@ -138,6 +146,12 @@ class SQLiteDatabase(SqlDatabase):
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
             return self.connection.execute(sql, params).fetchall()
+        except sqlite3.Error as error:
+            raise self._error(error) from error
+
+    def run_before_commit(self, sql: str, rows: list[tuple]) -> None:
+        try:
+            self.connection.executemany(sql, rows)
         except sqlite3.Error as error:
             raise self._error(error) from error
 

@@ -17,7 +17,7 @@ import signal
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,12 @@ class SQLiteBackend(Backend):
     store_class = SQLiteMemoryStore
     pinned_schema = {
         "sqlite_master": [  # type, name, SQL
+            (
+                "table",
+                "memorybook_counts",
+                "CREATE TABLE memorybook_counts ( customer_digest BLOB PRIMARY KEY,"
+                " memories INTEGER NOT NULL)",
+            ),
             (
                 "table",
                 "memorybook_history",
@@ -61,10 +67,17 @@ class SQLiteBackend(Backend):
                 " (customer_digest)",
             ),
             (
+                "index",
+                "memorybook_memories_by_expiry",
+                "CREATE INDEX memorybook_memories_by_expiry ON memorybook_memories"
+                " (customer_digest, expires_at) WHERE expires_at IS NOT NULL",
+            ),
+            (
                 "table",
                 "memorybook_meta",
                 "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
             ),
+            ("index", "sqlite_autoindex_memorybook_counts_1", None),
             ("index", "sqlite_autoindex_memorybook_meta_1", None),
             ("table", "sqlite_sequence", "CREATE TABLE sqlite_sequence(name,seq)"),
         ],
@@ -77,6 +90,14 @@ class SQLiteBackend(Backend):
         "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
         " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL, sealed BLOB NOT NULL)",
         "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories (customer_digest)",
+    )
+    # What memorybook-store-2 (expiry and history, no counts) added to those.
+    format_2_tables = (
+        "ALTER TABLE memorybook_memories ADD COLUMN expires_at INTEGER",
+        "CREATE TABLE memorybook_history ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " customer_digest BLOB NOT NULL, event TEXT NOT NULL, at INTEGER NOT NULL,"
+        " sealed_ticket BLOB NOT NULL)",
+        "CREATE INDEX memorybook_history_by_customer ON memorybook_history (customer_digest)",
     )
 
     @classmethod
@@ -103,6 +124,25 @@ class SQLiteBackend(Backend):
             [(journal_mode,)] = connection.execute("PRAGMA journal_mode").fetchall()
         return {"sqlite_master": objects, "journal_mode": journal_mode}
 
+    @staticmethod
+    def work_of(store: MemoryStore, call: Callable[[], object]) -> int:
+        """The steps of SQLite's virtual machine that the call took, on the store's own
+        connection: they grow with every row a statement reads."""
+        steps = 0
+
+        def count() -> int:
+            nonlocal steps
+            steps += 1
+            return 0  # go on
+
+        connection = store._database.connection  # type: ignore[attr-defined]
+        connection.set_progress_handler(count, 1)
+        try:
+            call()
+        finally:
+            connection.set_progress_handler(None, 1)
+        return steps
+
     @contextlib.contextmanager
     def hold_the_tables(self, how: str) -> Iterator[None]:
         assert how == "tables", how
@@ -125,6 +165,8 @@ class PostgresBackend(Backend):
     store_class = PostgresMemoryStore
     pinned_schema = {
         "columns": [  # table, column, type, nullable, identity
+            ("memorybook_counts", "customer_digest", "bytea", "NO", None),
+            ("memorybook_counts", "memories", "bigint", "NO", None),
             ("memorybook_history", "id", "bigint", "NO", "ALWAYS"),
             ("memorybook_history", "customer_digest", "bytea", "NO", None),
             ("memorybook_history", "event", "text", "NO", None),
@@ -139,11 +181,15 @@ class PostgresBackend(Backend):
             ("memorybook_meta", "value", "bytea", "NO", None),
         ],
         "indexes": [
+            "CREATE UNIQUE INDEX memorybook_counts_pkey ON memorybook_counts"
+            " USING btree (customer_digest)",
             "CREATE INDEX memorybook_history_by_customer ON memorybook_history"
             " USING btree (customer_digest, id)",
             "CREATE UNIQUE INDEX memorybook_history_pkey ON memorybook_history USING btree (id)",
             "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
             " USING btree (customer_digest, id)",
+            "CREATE INDEX memorybook_memories_by_expiry ON memorybook_memories"
+            " USING btree (customer_digest, expires_at) WHERE (expires_at IS NOT NULL)",
             "CREATE UNIQUE INDEX memorybook_memories_pkey ON memorybook_memories USING btree (id)",
             "CREATE UNIQUE INDEX memorybook_meta_pkey ON memorybook_meta USING btree (name)",
         ],
@@ -154,6 +200,13 @@ class PostgresBackend(Backend):
         " customer_digest BYTEA NOT NULL, ticket_digest BYTEA NOT NULL, sealed BYTEA NOT NULL)",
         "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
         " (customer_digest, id)",
+    )
+    format_2_tables = (
+        "ALTER TABLE memorybook_memories ADD COLUMN expires_at BIGINT",
+        "CREATE TABLE memorybook_history ( id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " customer_digest BYTEA NOT NULL, event TEXT NOT NULL, at BIGINT NOT NULL,"
+        " sealed_ticket BYTEA NOT NULL)",
+        "CREATE INDEX memorybook_history_by_customer ON memorybook_history (customer_digest, id)",
     )
     # Deleted rows leave the table's files only once sweep() has run VACUUM FULL.
     erases_without_sweep = False
@@ -203,7 +256,9 @@ class PostgresBackend(Backend):
 
         chunks = []
         with psycopg.connect(self.url, autocommit=True) as connection:
-            for table in ("memorybook_meta", "memorybook_memories", "memorybook_history"):
+            tables = ("memorybook_meta", "memorybook_memories", "memorybook_history",
+                      "memorybook_counts")
+            for table in tables:
                 for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
                     for value in row:
                         chunks.append(value if isinstance(value, bytes) else str(value).encode())
@@ -211,7 +266,7 @@ class PostgresBackend(Backend):
             files = connection.execute(
                 "SELECT pg_relation_filepath(c.oid), pg_relation_filepath(c.reltoastrelid)"
                 " FROM pg_class c WHERE c.oid = ANY(%s::regclass[])",
-                (["memorybook_meta", "memorybook_memories", "memorybook_history"],),
+                (list(tables),),
             ).fetchall()
             for path in (path for pair in files for path in pair if path):
                 [(content,)] = connection.execute(
@@ -262,6 +317,38 @@ class PostgresBackend(Backend):
                 if time.monotonic() > deadline:
                     pytest.fail(f"{older} other session(s) kept a transaction open {seconds} s")
                 time.sleep(0.05)
+
+    @staticmethod
+    def work_of(store: MemoryStore, call: Callable[[], object]) -> int:
+        """The rows that the statements of the call's write transaction read from the store's
+        tables, as the server counts them for its session (pg_stat_xact_user_tables, whose
+        figures are left unflushed inside a transaction), read as it begins and before its
+        commit."""
+        database = store._database  # type: ignore[attr-defined]
+        write_transaction = database.write_transaction
+        read: list[int] = []
+
+        def rows_read() -> int:
+            [(rows,)] = database.run(
+                "SELECT COALESCE(SUM(seq_tup_read + COALESCE(idx_tup_fetch, 0)), 0)"
+                " FROM pg_stat_xact_user_tables WHERE schemaname = current_schema()"
+            )
+            return int(rows)
+
+        @contextlib.contextmanager
+        def counted(lock_key: bytes) -> Iterator[None]:
+            with write_transaction(lock_key):
+                before = rows_read()
+                yield
+                read.append(rows_read() - before)
+
+        database.write_transaction = counted
+        try:
+            call()
+        finally:
+            del database.write_transaction
+        assert len(read) == 1, f"the call made {len(read)} write transactions, not one"
+        return read[0]
 
     @contextlib.contextmanager
     def hold_the_tables(self, how: str) -> Iterator[None]:

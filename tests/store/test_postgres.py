@@ -1,15 +1,20 @@
 """The PostgreSQL backend: no key is a clear error; a store outlives a restart of its server;
-a call to a frozen server ends within its timeout."""
+a call to a frozen server ends within its timeout; a save waits for the server twice."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -136,3 +141,95 @@ def test_a_connect_to_a_server_that_never_answers_ends_within_the_timeout(hosts:
         f"{took:.1f} s to give up connecting to {hosts} host(s) with a timeout of {seconds} s: "
         "memorybook/store/postgres.py (_connect) must bound the whole connect")
     assert "\n" not in str(raised.value)
+
+
+class RoundTripCounter:
+    """A TCP proxy in front of the PostgreSQL server that counts round trips: each time the
+    client sends after the server has answered (or first), the client waits for the server once
+    more. Statements sent together, in one write or several, count once."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self._server = (parts.hostname, parts.port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        netloc = f"{parts.username}@127.0.0.1:{self._listener.getsockname()[1]}"
+        self.url = urlunsplit(parts._replace(netloc=netloc))
+        self.round_trips = 0
+        self._last_sender = ""
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def during(self, call) -> int:
+        """The round trips the call made (it has its answers once it returns)."""
+        with self._lock:
+            before = self.round_trips
+        call()
+        with self._lock:
+            return self.round_trips - before
+
+    def close(self) -> None:
+        self._listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            server = socket.create_connection(self._server)
+            self._sockets += [client, server]
+            for source, sink, side in ((client, server, "client"), (server, client, "server")):
+                threading.Thread(target=self._pass, args=(source, sink, side), daemon=True).start()
+
+    def _pass(self, source: socket.socket, sink: socket.socket, side: str) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                with contextlib.suppress(OSError):
+                    sink.shutdown(socket.SHUT_WR)
+                return
+            with self._lock:  # counted before it is passed on, so before its answer comes
+                if side == "client" and self._last_sender != "client":
+                    self.round_trips += 1
+                self._last_sender = side
+            try:
+                sink.sendall(data)
+            except OSError:  # the other side is gone: the proxy is closing
+                return
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_postgres_save_waits_for_the_server_at_most_twice(backend: Backend) -> None:
+    """One trip for the statements (the lock, expired memories, the insert, eviction), one for
+    the history, the count and the commit: whether the save evicts, expires or neither."""
+    proxy = RoundTripCounter(backend.url)
+    start = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
+    now = [start]
+    try:
+        with backend.store_class(proxy.url, key=backend.key, max_memories=2,
+                                 retention=timedelta(days=1), clock=lambda: now[0]) as store:
+            trips = {}
+            for n, case in enumerate(["first", "second", "evicting", "evicting again"]):
+                trips[case] = proxy.during(
+                    lambda n=n: store.save("C-1042", make_memory("C-1042", f"T-{n}")))
+            now[0] = start + timedelta(days=2)
+            trips["expiring"] = proxy.during(
+                lambda: store.save("C-1042", make_memory("C-1042", "T-5")))
+            trips["forget"] = proxy.during(lambda: store.forget("C-1042", "T-5"))
+            trips["forget_customer"] = proxy.during(lambda: store.forget_customer("C-1042"))
+            assert [e.event for e in store.history("C-1042")] == []
+    finally:
+        proxy.close()
+    assert all(count <= 2 for count in trips.values()), (
+        f"Round trips per call: {trips}. A PostgreSQL write must send its statements together "
+        "(postgres.py write_transaction() in pipeline mode, base.py run_together() and "
+        "run_before_commit()): one trip for the statements whose rows it needs, one for the "
+        "rest and the commit."
+    )

@@ -1,4 +1,4 @@
-"""The tables a store creates are pinned, and stores of the earlier format open and are upgraded."""
+"""The tables a store creates are pinned, and stores of earlier formats open and are upgraded."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from memorybook.store.encryption import Keys, parse_key
 from tests.helpers import Backend, make_memory, ticket_ids
 
+START = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
+
 
 def test_a_new_store_has_the_pinned_tables_indexes_and_meta_rows(backend: Backend) -> None:
     backend.open().close()
@@ -16,12 +18,12 @@ def test_a_new_store_has_the_pinned_tables_indexes_and_meta_rows(backend: Backen
         "The store's tables changed: a change of schema is a new format (schema.STORE_FORMAT, "
         "with an upgrade in schema.upgrade_tables()); then update pinned_schema deliberately."
     )
-    assert meta_of(backend) == b"memorybook-store-2"
+    assert meta_of(backend) == b"memorybook-store-3"
 
 
 def test_a_store_of_format_1_opens_keeps_its_memories_and_is_upgraded(backend: Backend) -> None:
     memory = make_memory("C-1042", "T-1", text="saved by memorybook-store-1")
-    make_format_1_store(backend, memory)
+    make_old_store(backend, [memory], format_number=1)
     clock = lambda: datetime(2126, 1, 1, tzinfo=UTC)  # noqa: E731 -- a century later
     with backend.open(retention=timedelta(days=1), clock=clock) as store:
         assert json.dumps(store.recall("C-1042")) == json.dumps([memory]), (
@@ -34,30 +36,70 @@ def test_a_store_of_format_1_opens_keeps_its_memories_and_is_upgraded(backend: B
     assert backend.schema() == backend.pinned_schema, (
         "An upgraded store must have the tables of a new one: see schema.upgrade_tables()."
     )
-    assert meta_of(backend) == b"memorybook-store-2"
+    assert meta_of(backend) == b"memorybook-store-3"
     with backend.open() as again:  # an upgraded store opens as any other
         assert ticket_ids(again.recall("C-1042")) == ["T-1", "T-2"]
 
 
-def make_format_1_store(backend: Backend, memory: dict) -> None:
-    """A store as memorybook-store-1 made it, holding one memory."""
+def test_a_store_of_format_2_is_upgraded_with_each_customers_count(backend: Backend) -> None:
+    memories = [make_memory("C-1042", f"T-{n}") for n in (1, 2, 3)]
+    make_old_store(backend, memories, format_number=2, expires_at=[None, START, None])
+    clock = lambda: START  # noqa: E731 -- T-2 has just expired
+    with backend.open(max_memories=3, clock=clock) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+        assert store.save("C-1042", make_memory("C-1042", "T-4")) == []
+        evicted = store.save("C-1042", make_memory("C-1042", "T-5"))
+        assert ticket_ids(evicted) == ["T-1"], (
+            "A customer of a format-2 store must be held to the cap after the upgrade: the "
+            "upgrade counts each customer's memories (schema.upgrade_tables())."
+        )
+        assert ticket_ids(store.recall("C-1042")) == ["T-3", "T-4", "T-5"]
+        assert [event for event, _, _ in store.history("C-1042")] == [
+            "expired", "saved", "saved", "evicted"
+        ]
+    assert backend.schema() == backend.pinned_schema, (
+        "An upgraded store must have the tables and indexes of a new one (the expiry index "
+        "included): see schema.upgrade_tables()."
+    )
+    assert meta_of(backend) == b"memorybook-store-3"
+
+
+def make_old_store(
+    backend: Backend, memories: list[dict], *, format_number: int,
+    expires_at: list[datetime | None] | None = None,
+) -> None:
+    """A store as memorybook-store-1 or -2 made it, holding these memories of one customer
+    (format 2: each with its expiry date, if any)."""
     keys = Keys(parse_key(backend.key, "the test's key", backend.location))
     customer = keys.customer_digest("C-1042")
-    ticket = keys.ticket_digest("C-1042", "T-1")
     connection, mark = backend.connect_directly()
+    statements = backend.format_1_tables
+    if format_number == 2:
+        statements = (*statements, *backend.format_2_tables)
     with contextlib.closing(connection):
-        for statement in backend.format_1_tables:
+        for statement in statements:
             connection.execute(statement)
         connection.execute(
             f"INSERT INTO memorybook_meta (name, value) VALUES ('format', {mark}),"
             f" ('key_check', {mark})",
-            (b"memorybook-store-1", keys.check_value),
+            (f"memorybook-store-{format_number}".encode(), keys.check_value),
         )
-        connection.execute(
-            "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
-            f" VALUES ({mark}, {mark}, {mark})",
-            (customer, ticket, keys.seal(customer, ticket, json.dumps(memory))),
-        )
+        for memory, ends in zip(memories, expires_at or [None] * len(memories), strict=True):
+            ticket = keys.ticket_digest("C-1042", memory["request"]["ticket"]["id"])
+            row = (customer, ticket, keys.seal(customer, ticket, json.dumps(memory)))
+            if format_number == 1:
+                connection.execute(
+                    "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
+                    f" VALUES ({mark}, {mark}, {mark})", row,
+                )
+            else:
+                micros = None if ends is None else (ends - datetime(1970, 1, 1, tzinfo=UTC)) // (
+                    timedelta(microseconds=1))
+                connection.execute(
+                    "INSERT INTO memorybook_memories"
+                    " (customer_digest, ticket_digest, sealed, expires_at)"
+                    f" VALUES ({mark}, {mark}, {mark}, {mark})", (*row, micros),
+                )
         connection.commit()
 
 
