@@ -98,6 +98,7 @@ class LoopbackSystemOne:
         self.requests: list[dict] = []
         self._hits = self._misses = 0
         self._lock = threading.Lock()
+        self.in_flight = self.most_in_flight = 0  # requests being answered now, and at most
         self.stopped = threading.Event()  # also wakes sleeping and hanging handlers
         self._server: ThreadingHTTPServer | None = None
         self._timer: threading.Timer | None = None
@@ -151,7 +152,14 @@ class LoopbackSystemOne:
             self.stop()  # before answering, so the client's next call is refused
             reply = error_reply(503, "limit", f"loopback served max_requests={self.max_requests}")
         else:
-            reply = self._answer(number, method, path, headers, body, problem)
+            with self._lock:
+                self.in_flight += 1
+                self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            try:
+                reply = self._answer(number, method, path, headers, body, problem)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
         if reply is None:
             return None
         if self.echo_headers and reply[0] >= 400:

@@ -1,0 +1,68 @@
+"""The cap on requests to Jev: never more in flight than the limit, routing let in before gates,
+and a request stopped while it waits gives its place up."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memorybook.config import ConfigError
+from memorybook.in_flight import InFlight, max_in_flight
+
+
+def test_never_more_than_the_limit_in_flight_and_routing_goes_ahead_of_waiting_gates():
+    started: list[str] = []
+
+    async def ask(state: dict, questions: dict):
+        started.append(state["name"])
+        await asyncio.sleep(0.01)
+        return state["name"]
+
+    async def scenario() -> InFlight:
+        cap = InFlight(2)
+        routing, gating = cap.routing(ask), cap.gating(ask)
+        gates = [asyncio.create_task(gating({"name": f"gate {n}"}, {})) for n in range(4)]
+        await asyncio.sleep(0)  # the first two gates take both slots; two wait
+        routes = [asyncio.create_task(routing({"name": f"route {n}"}, {})) for n in range(3)]
+        await asyncio.gather(*gates, *routes)
+        return cap
+
+    cap = asyncio.run(scenario())
+    assert cap.most == 2 and cap.busy == 0, (
+        f"{cap.most} requests were in flight at once under a limit of 2 (memorybook/in_flight.py)")
+    assert started == ["gate 0", "gate 1", "route 0", "route 1", "route 2", "gate 2", "gate 3"], (
+        f"the waiting routing requests must go ahead of the waiting gates, each kind in order of "
+        f"arrival: {started}")
+
+
+def test_a_request_stopped_while_it_waits_gives_its_place_up():
+    async def ask(state: dict, questions: dict):
+        await asyncio.sleep(0.01 if state["name"] != "slow" else 0.05)
+        return state["name"]
+
+    async def scenario() -> list:
+        cap = InFlight(1)
+        slow = asyncio.create_task(cap.gating(ask)({"name": "slow"}, {}))
+        await asyncio.sleep(0)
+        waiting = asyncio.create_task(cap.routing(ask)({"name": "stopped"}, {}))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        later = await asyncio.wait_for(cap.routing(ask)({"name": "later"}, {}), 2)
+        return [await slow, later, cap.busy]
+
+    assert asyncio.run(scenario()) == ["slow", "later", 0], (
+        "a request cancelled while waiting for a slot must leave the queue, and the slot must go "
+        "to the next one")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "eight", "1001"])
+def test_a_limit_that_is_not_a_whole_number_from_1_is_refused_saying_so(monkeypatch, value):
+    monkeypatch.setenv("MEMORYBOOK_MAX_IN_FLIGHT", value)
+    with pytest.raises(ConfigError, match="MEMORYBOOK_MAX_IN_FLIGHT"):
+        max_in_flight()
+
+
+def test_eight_by_default(monkeypatch):
+    monkeypatch.delenv("MEMORYBOOK_MAX_IN_FLIGHT", raising=False)
+    assert InFlight().limit == 8
