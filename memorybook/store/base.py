@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys
+from memorybook.store.pending import GateRecords
 from memorybook.store.retention import (
     EVICTED,
     EXPIRED,
@@ -30,6 +31,7 @@ from memorybook.store.retention import (
     micros,
     moment,
 )
+from memorybook.store.schema import PENDING_TABLE
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
     MemoryNotFoundError,
@@ -115,8 +117,9 @@ def _one_call_at_a_time(method: Callable) -> Callable:
     return serialised
 
 
-class EncryptedStore:
-    """A memory store on any SQL database: checks, encryption, eviction, one call at a time.
+class EncryptedStore(GateRecords):
+    """A memory store on any SQL database: checks, encryption, eviction, one call at a time,
+    and the gates still to run after their reply (GateRecords, memorybook/store/pending.py).
 
     A backend's store class passes ``connect``, which opens its database (an ``SqlDatabase``).
     The store is open once the database's key check matches the key; if anything fails before,
@@ -212,7 +215,10 @@ class EncryptedStore:
             return self._save_checked(customer_id, ticket_id, text, expires_at)
 
     def _save_checked(self, customer_id: str, ticket_id: str, text: str,
-                      expires_at: datetime | None) -> list[dict]:
+                      expires_at: datetime | None, gate_id: int | None = None
+                      ) -> list[dict] | None:
+        """save(), once checked; with ``gate_id``, the pending gate's row is deleted in the same
+        transaction, and None is returned, with nothing saved, when that row is gone."""
         customer, ticket, sealed = self._sealed(customer_id, ticket_id, text)
         now = self._now()
         if expires_at is not None:
@@ -226,6 +232,8 @@ class EncryptedStore:
         else:
             ends = None if self.retention is None else now + self.retention // _MICROSECOND
         with self._database.write_transaction(customer):
+            if gate_id is not None and not self._delete_gate(customer, gate_id):
+                return None  # settled elsewhere, or erased with its customer
             expired = self._delete_expired(customer, now)  # an expired memory takes no room
             self._database.run(
                 "INSERT INTO memorybook_memories"
@@ -246,7 +254,7 @@ class EncryptedStore:
                 self._record(
                     customer, EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now
                 )
-        if expired or oldest:
+        if expired or oldest or gate_id is not None:
             self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
@@ -321,7 +329,8 @@ class EncryptedStore:
         """Erase every memory of this customer for good; return those that could be read.
 
         The right to erasure: every row of the customer is deleted in one transaction, readable
-        or not, expired or not, and the customer's history with them. The memories come back
+        or not, expired or not, and the customer's history and pending gates with them (a gate
+        recorded before and settled after saves nothing). The memories come back
         oldest first; a memory that failed its integrity check is
         deleted too, is not in the list, and is counted in a line added to ``notices``. A
         customer with no memories gives [].
@@ -344,7 +353,11 @@ class EncryptedStore:
             self._database.run(
                 "DELETE FROM memorybook_history WHERE customer_digest = ?", (customer,)
             )
-        if rows or events:
+            gates = self._database.run(  # a gate still to run would save a memory after this
+                f"DELETE FROM {PENDING_TABLE} WHERE customer_digest = ? RETURNING id",
+                (customer,),
+            )
+        if rows or events or gates:
             self._database.after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
 

@@ -55,15 +55,16 @@ class SqlDatabase:
     def upgrade(self) -> None:
         """Bring a store of an earlier format to this one, once its key is known to match.
 
-        Adds the expiry column and the history tables, keeping every memory (they never
-        expire). A racing opener may have done it already: then nothing is changed.
+        From format 1, adds the expiry column and the history tables, keeping every memory
+        (they never expire); from format 1 or 2, the table of pending gates. A racing opener may
+        have done it already: then nothing is changed.
         """
         if self.stored_format == STORE_FORMAT:
             return
         with self.write_transaction(TABLES_LOCK):
             [(stored,)] = self.run(READ_FORMAT)
             if bytes(stored) != STORE_FORMAT:
-                *changes, set_format = upgrade_tables(self.dialect)
+                *changes, set_format = upgrade_tables(self.dialect, bytes(stored))
                 for statement in changes:
                     self.run(statement)
                 self.run(set_format, (STORE_FORMAT,))
@@ -104,6 +105,18 @@ class SqlDatabase:
     def erase_deleted_rows(self) -> None:
         """Run by ``sweep()``: make sure no deleted row stays in the database's files."""
         self.after_forget()
+
+    # -- who runs the pending gates (memorybook/store/pending.py) ---------------------------
+
+    def hold_owner(self, owner: bytes) -> None:
+        """Mark ``owner`` (a store object's random id) as alive until this database is closed,
+        or its process ends however it ends."""
+        raise NotImplementedError
+
+    def owner_gone(self, owner: bytes) -> AbstractContextManager[bool]:
+        """Whether ``owner`` is no longer alive (released, or its process gone), as a block
+        during which no other store object can find it gone too."""
+        raise NotImplementedError
 
     # -- what each backend provides ------------------------------------------------------
 

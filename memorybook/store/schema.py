@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STORE_FORMAT = b"memorybook-store-2"  # the meta row "format": what this version writes
+STORE_FORMAT = b"memorybook-store-3"  # the meta row "format": what this version writes
 # Formats this version opens and upgrades in place, under the tables' lock (upgrade_tables()).
 # Format 1 had neither expiry dates nor history: versions that only know it refuse format 2,
-# rather than recall expired memories and leave no history.
-EARLIER_FORMATS = (b"memorybook-store-1",)
+# rather than recall expired memories and leave no history. Format 2 had no table of pending
+# gates: versions that only know it refuse format 3, rather than erase a customer and leave
+# their pending gates to save a memory after the erasure.
+FORMAT_1, FORMAT_2 = b"memorybook-store-1", b"memorybook-store-2"
+EARLIER_FORMATS = (FORMAT_1, FORMAT_2)
 TABLES_LOCK = b"memorybook tables"  # the write lock that creating or upgrading tables holds
 
 META_TABLE = "memorybook_meta"
 MEMORIES_TABLE = "memorybook_memories"
 HISTORY_TABLE = "memorybook_history"
+PENDING_TABLE = "memorybook_pending"  # gates decided after the reply, until they have run
 ROW_COLUMNS = ("customer_digest", "ticket_digest", "sealed")  # besides the ordering id
 
 
@@ -67,14 +71,20 @@ def create_tables(dialect: Dialect) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_customer"
         f" ON {MEMORIES_TABLE} ({', '.join(dialect.customer_index)})",
         *_history_tables(dialect),
+        *_pending_tables(dialect),
     ]
 
 
-def upgrade_tables(dialect: Dialect) -> list[str]:
-    """The statements that turn an earlier format's tables (EARLIER_FORMATS) into this one's."""
-    return [
+def upgrade_tables(dialect: Dialect, stored_format: bytes) -> list[str]:
+    """The statements that turn the tables of an earlier format (one of EARLIER_FORMATS) into
+    this one's; the last one sets the format."""
+    from_format_1 = [
         f"ALTER TABLE {MEMORIES_TABLE} ADD COLUMN expires_at {dialect.integer_type}",
         *_history_tables(dialect),
+    ]
+    return [
+        *(from_format_1 if stored_format == FORMAT_1 else []),
+        *_pending_tables(dialect),
         f"UPDATE {META_TABLE} SET value = ? WHERE name = 'format'",
     ]
 
@@ -92,6 +102,21 @@ def _history_tables(dialect: Dialect) -> list[str]:
         f" sealed_ticket {blob} NOT NULL)",
         f"CREATE INDEX IF NOT EXISTS {HISTORY_TABLE}_by_customer"
         f" ON {HISTORY_TABLE} ({', '.join(dialect.customer_index)})",
+    ]
+
+
+def _pending_tables(dialect: Dialect) -> list[str]:
+    """Each gate still to run after its reply: the memory it decides on, sealed as a memory is
+    (bound to the customer's digest), and the store object that runs it (``owner``, a random
+    id; memorybook/store/pending.py). A row is deleted in the transaction that saves its memory,
+    or once its gate decided against it.
+    """
+    blob = dialect.bytes_type
+    return [
+        f"CREATE TABLE IF NOT EXISTS {PENDING_TABLE} ( id {dialect.row_id},"
+        f" customer_digest {blob} NOT NULL, owner {blob} NOT NULL, sealed {blob} NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {PENDING_TABLE}_by_customer"
+        f" ON {PENDING_TABLE} ({', '.join(dialect.customer_index)})",
     ]
 
 

@@ -65,6 +65,18 @@ class SQLiteBackend(Backend):
                 "memorybook_meta",
                 "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
             ),
+            (
+                "table",
+                "memorybook_pending",
+                "CREATE TABLE memorybook_pending ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " customer_digest BLOB NOT NULL, owner BLOB NOT NULL, sealed BLOB NOT NULL)",
+            ),
+            (
+                "index",
+                "memorybook_pending_by_customer",
+                "CREATE INDEX memorybook_pending_by_customer ON memorybook_pending"
+                " (customer_digest)",
+            ),
             ("index", "sqlite_autoindex_memorybook_meta_1", None),
             ("table", "sqlite_sequence", "CREATE TABLE sqlite_sequence(name,seq)"),
         ],
@@ -77,6 +89,19 @@ class SQLiteBackend(Backend):
         "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
         " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL, sealed BLOB NOT NULL)",
         "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories (customer_digest)",
+    )
+    # And memorybook-store-2 (before the table of pending gates).
+    format_2_tables = (
+        "PRAGMA journal_mode = WAL",
+        "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
+        "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL, sealed BLOB NOT NULL,"
+        " expires_at INTEGER)",
+        "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories (customer_digest)",
+        "CREATE TABLE memorybook_history ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " customer_digest BLOB NOT NULL, event TEXT NOT NULL, at INTEGER NOT NULL,"
+        " sealed_ticket BLOB NOT NULL)",
+        "CREATE INDEX memorybook_history_by_customer ON memorybook_history (customer_digest)",
     )
 
     @classmethod
@@ -116,6 +141,8 @@ class SQLiteBackend(Backend):
 
 
 POSTGRES_URL_ENV = "MEMORYBOOK_TEST_PG_URL"
+# Every table of a store: raw_bytes() reads them all.
+TABLES = ("memorybook_meta", "memorybook_memories", "memorybook_history", "memorybook_pending")
 
 
 class PostgresBackend(Backend):
@@ -137,6 +164,10 @@ class PostgresBackend(Backend):
             ("memorybook_memories", "expires_at", "bigint", "YES", None),
             ("memorybook_meta", "name", "text", "NO", None),
             ("memorybook_meta", "value", "bytea", "NO", None),
+            ("memorybook_pending", "id", "bigint", "NO", "ALWAYS"),
+            ("memorybook_pending", "customer_digest", "bytea", "NO", None),
+            ("memorybook_pending", "owner", "bytea", "NO", None),
+            ("memorybook_pending", "sealed", "bytea", "NO", None),
         ],
         "indexes": [
             "CREATE INDEX memorybook_history_by_customer ON memorybook_history"
@@ -146,6 +177,9 @@ class PostgresBackend(Backend):
             " USING btree (customer_digest, id)",
             "CREATE UNIQUE INDEX memorybook_memories_pkey ON memorybook_memories USING btree (id)",
             "CREATE UNIQUE INDEX memorybook_meta_pkey ON memorybook_meta USING btree (name)",
+            "CREATE INDEX memorybook_pending_by_customer ON memorybook_pending"
+            " USING btree (customer_digest, id)",
+            "CREATE UNIQUE INDEX memorybook_pending_pkey ON memorybook_pending USING btree (id)",
         ],
     }
     format_1_tables = (
@@ -153,6 +187,19 @@ class PostgresBackend(Backend):
         "CREATE TABLE memorybook_memories ( id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
         " customer_digest BYTEA NOT NULL, ticket_digest BYTEA NOT NULL, sealed BYTEA NOT NULL)",
         "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
+        " (customer_digest, id)",
+    )
+    format_2_tables = (
+        "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
+        "CREATE TABLE memorybook_memories ( id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " customer_digest BYTEA NOT NULL, ticket_digest BYTEA NOT NULL, sealed BYTEA NOT NULL,"
+        " expires_at BIGINT)",
+        "CREATE INDEX memorybook_memories_by_customer ON memorybook_memories"
+        " (customer_digest, id)",
+        "CREATE TABLE memorybook_history ( id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " customer_digest BYTEA NOT NULL, event TEXT NOT NULL, at BIGINT NOT NULL,"
+        " sealed_ticket BYTEA NOT NULL)",
+        "CREATE INDEX memorybook_history_by_customer ON memorybook_history"
         " (customer_digest, id)",
     )
     # Deleted rows leave the table's files only once sweep() has run VACUUM FULL.
@@ -203,7 +250,7 @@ class PostgresBackend(Backend):
 
         chunks = []
         with psycopg.connect(self.url, autocommit=True) as connection:
-            for table in ("memorybook_meta", "memorybook_memories", "memorybook_history"):
+            for table in TABLES:
                 for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
                     for value in row:
                         chunks.append(value if isinstance(value, bytes) else str(value).encode())
@@ -211,7 +258,7 @@ class PostgresBackend(Backend):
             files = connection.execute(
                 "SELECT pg_relation_filepath(c.oid), pg_relation_filepath(c.reltoastrelid)"
                 " FROM pg_class c WHERE c.oid = ANY(%s::regclass[])",
-                (["memorybook_meta", "memorybook_memories", "memorybook_history"],),
+                (list(TABLES),),
             ).fetchall()
             for path in (path for pair in files for path in pair if path):
                 [(content,)] = connection.execute(

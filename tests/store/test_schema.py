@@ -1,4 +1,4 @@
-"""The tables a store creates are pinned, and stores of the earlier format open and are upgraded."""
+"""The tables a store creates are pinned, and stores of each earlier format open and are upgraded."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_a_new_store_has_the_pinned_tables_indexes_and_meta_rows(backend: Backen
         "The store's tables changed: a change of schema is a new format (schema.STORE_FORMAT, "
         "with an upgrade in schema.upgrade_tables()); then update pinned_schema deliberately."
     )
-    assert meta_of(backend) == b"memorybook-store-2"
+    assert meta_of(backend) == b"memorybook-store-3"
 
 
 def test_a_store_of_format_1_opens_keeps_its_memories_and_is_upgraded(backend: Backend) -> None:
@@ -34,9 +34,33 @@ def test_a_store_of_format_1_opens_keeps_its_memories_and_is_upgraded(backend: B
     assert backend.schema() == backend.pinned_schema, (
         "An upgraded store must have the tables of a new one: see schema.upgrade_tables()."
     )
-    assert meta_of(backend) == b"memorybook-store-2"
+    assert meta_of(backend) == b"memorybook-store-3"
     with backend.open() as again:  # an upgraded store opens as any other
         assert ticket_ids(again.recall("C-1042")) == ["T-1", "T-2"]
+
+
+def test_a_store_of_format_2_opens_keeps_memories_and_history_and_is_upgraded(
+    backend: Backend,
+) -> None:
+    now = datetime(2026, 8, 4, tzinfo=UTC)
+    memory = make_memory("C-1042", "T-1", text="saved by memorybook-store-2")
+    make_format_2_store(backend, memory, expires_at=now + timedelta(days=10))
+    with backend.open(clock=lambda: now) as store:
+        assert json.dumps(store.recall("C-1042")) == json.dumps([memory])
+        assert [(e.event, e.ticket_id) for e in store.history("C-1042")] == [("saved", "T-1")]
+        gate = store.record_gate("C-1042", make_memory("C-1042", "T-2"))
+        assert store.settle_gate(gate, keep=True), (
+            "An upgraded store must keep pending gates: see schema.upgrade_tables()."
+        )
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-2"]
+    with backend.open(clock=lambda: now + timedelta(days=11)) as later:
+        assert ticket_ids(later.recall("C-1042")) == ["T-2"], (
+            "A format-2 memory keeps its expiry date through the upgrade."
+        )
+    assert backend.schema() == backend.pinned_schema, (
+        "An upgraded store must have the tables of a new one: see schema.upgrade_tables()."
+    )
+    assert meta_of(backend) == b"memorybook-store-3"
 
 
 def make_format_1_store(backend: Backend, memory: dict) -> None:
@@ -57,6 +81,35 @@ def make_format_1_store(backend: Backend, memory: dict) -> None:
             "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
             f" VALUES ({mark}, {mark}, {mark})",
             (customer, ticket, keys.seal(customer, ticket, json.dumps(memory))),
+        )
+        connection.commit()
+
+
+def make_format_2_store(backend: Backend, memory: dict, expires_at: datetime) -> None:
+    """A store as memorybook-store-2 made it, holding one memory (expiring) and its history."""
+    keys = Keys(parse_key(backend.key, "the test's key", backend.location))
+    customer = keys.customer_digest("C-1042")
+    ticket = keys.ticket_digest("C-1042", "T-1")
+    ends = (expires_at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    connection, mark = backend.connect_directly()
+    with contextlib.closing(connection):
+        for statement in backend.format_2_tables:
+            connection.execute(statement)
+        connection.execute(
+            f"INSERT INTO memorybook_meta (name, value) VALUES ('format', {mark}),"
+            f" ('key_check', {mark})",
+            (b"memorybook-store-2", keys.check_value),
+        )
+        connection.execute(
+            "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed, expires_at)"
+            f" VALUES ({mark}, {mark}, {mark}, {mark})",
+            (customer, ticket, keys.seal(customer, ticket, json.dumps(memory)), ends),
+        )
+        connection.execute(
+            "INSERT INTO memorybook_history (customer_digest, event, at, sealed_ticket)"
+            f" VALUES ({mark}, 'saved', {mark}, {mark})",
+            (customer, ends - 10 * 86_400_000_000,
+             keys.seal(customer, b"memorybook history", json.dumps("T-1"))),
         )
         connection.commit()
 
