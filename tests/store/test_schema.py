@@ -1,4 +1,5 @@
-"""The tables a store creates are pinned, and stores of each earlier format open and are upgraded."""
+"""The tables a store creates are pinned, and stores of each earlier format open and are
+upgraded."""
 
 from __future__ import annotations
 
