@@ -573,3 +573,70 @@ def test_notebook_9_without_a_key_sends_nothing(monkeypatch, tmp_path):
     printed = "".join(output.get("text", "") for cell in notebook.cells
                       if cell.cell_type == "code" for output in cell.outputs)
     assert printed.count("6/6 with memory") == 2 and "422 " in printed, printed
+
+
+def start_service(port: int, store_url: str, endpoint: str, logs, **env: str) -> subprocess.Popen:
+    """`uvicorn --factory memorybook.service:create_app` on 127.0.0.1:`port`, live against the
+    loopback at `endpoint`, on the store at `store_url`; its output goes to the file `logs`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "memorybook.service:create_app",
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO_ROOT, env=live_env(endpoint, None, CANARY_KEY, MEMORYBOOK_STORE_URL=store_url,
+                                    **env),
+        stdout=logs, stderr=subprocess.STDOUT, text=True)
+
+
+@contextlib.contextmanager
+def services(count: int, store_url: str, endpoint: str, tmp_path, **env: str):
+    """`count` service processes on one store, each answering, as [(process, base URL)]; they
+    get SIGTERM at the block's end (their pending gates drain), then whatever is left is
+    killed."""
+    running = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            logs = open(tmp_path / f"service-{port}.log", "w")  # noqa: SIM115 - closed below
+            running.append((start_service(port, store_url, endpoint, logs, **env), port, logs))
+        for process, port, _ in running:
+            seconds_until_it_answers(port, process, 60)
+        yield [(process, f"http://127.0.0.1:{port}") for process, port, _ in running]
+    finally:
+        for process, _, _ in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, _, logs in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=60)
+            stop_for_good(process)
+            logs.close()
+
+
+def test_get_and_delete_on_one_process_wait_for_the_gate_pending_on_another(tmp_path,
+                                                                            monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.helpers import new_key
+    from tests.store.conftest import PostgresBackend
+
+    memories = "/customers/C-1042/memories"
+    with (PostgresBackend.fresh(tmp_path) as backend,
+          LoopbackSystemOne(RECORDING_PATH, latency=2.0) as server,  # each answer 2 s late
+          services(2, backend.url, server.base_url, tmp_path,
+                   MEMORYBOOK_STORE_KEY=new_key()) as [(_, a), (_, b)]):
+        routed = httpx2.post(f"{a}/tickets", json=EARLIER[0], timeout=30)
+        gate_pending = [r["status"] for r in server.requests] in ([200], [200, None])
+        with ThreadPoolExecutor(2) as pool:
+            listing = pool.submit(httpx2.get, b + memories, timeout=30)
+            time.sleep(0.3)  # the GET first, then the DELETE, both while A's gate is pending
+            erasing = pool.submit(httpx2.delete, b + memories, timeout=30)
+            listed, erased = listing.result(), erasing.result()
+        after = [httpx2.get(url + memories, timeout=30).json()["memories"] for url in (a, b)]
+    assert routed.status_code == 200, routed.text
+    assert gate_pending, f"A's gate was not pending when B was asked: {server.requests}"
+    assert [m["request"]["ticket"]["id"] for m in listed.json()["memories"]] == ["T-101"], (
+        "GET on B answered before the gate pending on A had saved: it must take the customer's "
+        f"turn across processes (PendingGates.turn(), memorybook/gates.py): {listed.text}")
+    assert erased.json() == {"erased": 1}, erased.text
+    assert after == [[], []], (
+        "a memory was saved after DELETE answered: the erasure must wait for the customer's "
+        f"turn, as POST does (memorybook/service.py): {after}")
