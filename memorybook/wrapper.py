@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 AskAsync = Callable[[dict, dict], Awaitable[SystemOneResponse]]
 
 log = logging.getLogger("memorybook")
+# Customers whose abandoned gates run side by side: each holds a turn meanwhile (on PostgreSQL a
+# connection of its own, and a worker thread while it waits for it).
+RECOVERING_AT_ONCE = 4
 
 
 @contextlib.contextmanager
@@ -132,8 +135,10 @@ async def recover_abandoned_gates(memories, gates: PendingGates, *, ask: AskAsyn
     """Run every gate that processes which ended left pending, each in its customer's turn,
     customers side by side; with `every`, look again that many seconds later, until cancelled.
     A failure to look is logged, and looked at again next time."""
+    at_once = asyncio.Semaphore(RECOVERING_AT_ONCE)
+
     async def recover(customer: str) -> None:
-        async with gates.turn(customer):
+        async with at_once, gates.turn(customer):
             await recover_gates(customer, memories, ask=ask, remember_at=remember_at)
 
     while True:

@@ -782,3 +782,46 @@ def test_a_gate_left_by_a_killed_replica_runs_on_another_before_the_customers_ne
         "the replica that is up routed the customer's next ticket without the memory of the gate "
         "the killed one left: ask_with_memory_async() must run it first (recover_gates())")
     assert ticket_ids_of(listed.json()["memories"]) == ["T-1", "T-2"], listed.text
+
+
+def test_a_failed_gate_leaves_no_record_and_one_whose_save_failed_runs_again_later(
+        tmp_path, caplog):
+    from memorybook.store import MemoryStoreError, open_store
+    from memorybook.wrapper import recover_gates
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    jev = SlowGate()
+    jev.release.set()
+
+    async def gate_fails(state, questions):
+        if "remember" in questions:
+            raise RuntimeError("the API is down")
+        return await jev.ask_async(state, questions)
+
+    def save_fails_once(store):
+        def settle_gate(gate, keep):
+            del store.settle_gate  # the database is back for the next call
+            raise MemoryStoreError("the database is down")
+        return settle_gate
+
+    async def scenario():
+        with open_store(url) as store:
+            gates = PendingGates()
+            await ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, store,
+                                        gates=gates, ask=gate_fails)
+            await gates.drain()
+            store.settle_gate = save_fails_once(store)  # the gate decides, then its save fails
+            await ask_with_memory_async(my_ticket("C-1042", "T-902"), ROUTE, store,
+                                        gates=gates, ask=jev.ask_async)
+            await gates.drain()
+        with open_store(url) as restarted:  # the next process on the store
+            ran = await recover_gates("C-1042", restarted, ask=jev.ask_async)
+            return ran, restarted.recall("C-1042")
+
+    with caplog.at_level(logging.ERROR, logger="memorybook"):
+        ran, saved = asyncio.run(scenario())
+    assert len([r for r in caplog.records if r.name == "memorybook"]) == 2, caplog.text
+    assert ran == 1 and memory_ids({MEMORY_KEY: saved}) == ["T-902"], (
+        f"after a restart, {ran} gate(s) ran and {memory_ids({MEMORY_KEY: saved})} were saved: "
+        "a gate whose save failed must stay recorded, one whose ask failed must not "
+        "(keep_if_worth_it(), memorybook/wrapper.py)")
