@@ -34,8 +34,9 @@ _lock = threading.Lock()
 _files: dict[str, tuple[int, int, set[bytes]]] = {}  # lock file -> (pid, descriptor, owners)
 
 
-def hold(database: Path, owner: bytes) -> None:
-    """Mark ``owner`` as alive, in this process, until ``release()`` or the process ends."""
+def mark_alive(database: Path, owner: bytes) -> None:
+    """Mark ``owner`` as alive, in this process, until ``mark_gone()`` or the process
+    ends."""
     with _lock:
         descriptor, owners = _opened(database)
         if fcntl is not None:
@@ -49,7 +50,7 @@ def hold(database: Path, owner: bytes) -> None:
         owners.add(owner)
 
 
-def release(database: Path, owner: bytes) -> None:
+def mark_gone(database: Path, owner: bytes) -> None:
     with _lock:
         descriptor, owners = _opened(database)
         if owner in owners:
@@ -59,7 +60,7 @@ def release(database: Path, owner: bytes) -> None:
 
 
 @contextmanager
-def gone(database: Path, owner: bytes) -> Iterator[bool]:
+def owner_gone(database: Path, owner: bytes) -> Iterator[bool]:
     """Whether ``owner`` is gone; if so, its byte stays locked by this process for the block."""
     with _lock:
         descriptor, owners = _opened(database)

@@ -17,7 +17,7 @@ claimant only, and a gate whose owner is alive is never claimed.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from memorybook.store.schema import PENDING_TABLE
 from memorybook.store.validation import (
@@ -26,9 +26,6 @@ from memorybook.store.validation import (
     checked_memory_json,
     shown,
 )
-
-if TYPE_CHECKING:
-    from memorybook.store.base import EncryptedStore
 
 # A pending row is sealed bound to its customer's digest and to this, so that no pending row
 # opens as a memory or a history row, nor one of those as a pending row.
@@ -44,11 +41,12 @@ class PendingGate(NamedTuple):
 
 
 class GateRecords:
-    """The pending gates of an EncryptedStore (a part of it, kept in a module of its own)."""
+    """The pending gates of an EncryptedStore (memorybook/store/base.py), which inherits them:
+    a part of it kept in a module of its own, using its `_call()`, `_database` and keys."""
 
     _gate_owner_id: bytes | None = None
 
-    def record_gate(self: EncryptedStore, customer_id: str, memory: dict) -> PendingGate:
+    def record_gate(self, customer_id: str, memory: dict) -> PendingGate:
         """Keep ``memory`` as a gate still to run for this customer, until `settle_gate()`.
 
         The memory is checked as `save()` checks it, and sealed; this store object owns the gate.
@@ -66,7 +64,7 @@ class GateRecords:
             )
         return PendingGate(int(row_id), customer_id, memory)
 
-    def settle_gate(self: EncryptedStore, gate: PendingGate, keep: bool) -> bool:
+    def settle_gate(self, gate: PendingGate, keep: bool) -> bool:
         """The gate's verdict: delete its row, and save its memory if ``keep``, in one
         transaction. False, saving nothing, when the row is gone already: another store object
         settled it, or the customer was erased since it was recorded."""
@@ -83,7 +81,7 @@ class GateRecords:
                 self._database.after_forget()
             return deleted
 
-    def claim_abandoned_gates(self: EncryptedStore, customer_id: str) -> list[PendingGate]:
+    def claim_abandoned_gates(self, customer_id: str) -> list[PendingGate]:
         """Make this customer's abandoned gates (their owner is gone) this store object's, and
         return them, oldest first; run each and settle it. Gates of owners alive stay theirs.
 
@@ -112,7 +110,7 @@ class GateRecords:
                 for row_id, memory in self._opened_gates(customer_id, customer, sorted(claimed))
             ]
 
-    def customers_with_abandoned_gates(self: EncryptedStore) -> list[str]:
+    def customers_with_abandoned_gates(self) -> list[str]:
         """The customers that have gates whose owner is gone, by their first such gate."""
         with self._call("customers_with_abandoned_gates()"):
             keys = self._open_keys()
@@ -138,7 +136,7 @@ class GateRecords:
 
     # -- helpers -------------------------------------------------------------------
 
-    def _gate_owner(self: EncryptedStore) -> bytes:
+    def _gate_owner(self) -> bytes:
         """This store object's owner id, alive from its first gate until it is closed (its
         database lets go of the owner then: the gates it still owns are abandoned)."""
         if self._gate_owner_id is None:
@@ -147,7 +145,7 @@ class GateRecords:
             self._gate_owner_id = owner
         return self._gate_owner_id
 
-    def _delete_gate(self: EncryptedStore, customer: bytes, gate_id: int) -> bool:
+    def _delete_gate(self, customer: bytes, gate_id: int) -> bool:
         """Inside a write transaction: delete a pending row; whether it was still there."""
         return bool(self._database.run(
             f"DELETE FROM {PENDING_TABLE} WHERE id = ? AND customer_digest = ? RETURNING id",
@@ -155,7 +153,7 @@ class GateRecords:
         ))
 
     def _opened_gates(
-        self: EncryptedStore, customer_id: str, customer: bytes, rows: list[tuple[int, bytes]]
+        self, customer_id: str, customer: bytes, rows: list[tuple[int, bytes]]
     ) -> list[tuple[int, dict]]:
         """The memories of pending rows; a row that cannot be read is deleted, with a notice."""
         keys = self._open_keys()

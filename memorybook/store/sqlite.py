@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from memorybook.store import lock_file
+import memorybook.store.lock_file as lock_file
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, resolve_key
@@ -173,17 +173,17 @@ class SQLiteDatabase(SqlDatabase):
             self.run("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def hold_owner(self, owner: bytes) -> None:
-        lock_file.hold(self.path, owner)
+        lock_file.mark_alive(self.path, owner)
         self._owners.append(owner)
 
     def close(self) -> None:
         for owner in self._owners:
-            lock_file.release(self.path, owner)
+            lock_file.mark_gone(self.path, owner)
         self._owners.clear()
         super().close()
 
     def owner_gone(self, owner: bytes) -> AbstractContextManager[bool]:
-        return lock_file.gone(self.path, owner)
+        return lock_file.owner_gone(self.path, owner)
 
     def _wait_at_most(self, seconds: float) -> None:
         """How long SQLite waits for another process's lock, from now on (its busy timeout)."""
