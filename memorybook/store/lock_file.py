@@ -31,7 +31,11 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 _lock = threading.Lock()
-_files: dict[str, tuple[int, int, set[bytes]]] = {}  # lock file -> (pid, descriptor, owners)
+# In this process (its pid, so that a forked child starts afresh): a descriptor for each path a
+# lock file was opened by, and the owners alive on each lock file, by its device and inode (one
+# file may be reached by several paths).
+_files: dict[str, tuple[int, int, tuple[int, int]]] = {}  # path -> (pid, descriptor, file)
+_alive: dict[tuple[int, int], set[bytes]] = {}  # file -> owners alive in this process
 
 
 def mark_alive(database: Path, owner: bytes) -> None:
@@ -97,7 +101,10 @@ def _opened(database: Path) -> tuple[int, set[bytes]]:
     path = str(_path(database))
     known = _files.get(path)
     if known is not None and known[0] == os.getpid():
-        return known[1], known[2]
+        return known[1], _alive[known[2]]
+    if any(pid != os.getpid() for pid, _, _ in _files.values()):  # a parent's, before a fork
+        _files.clear()  # its descriptors stay open: closing one could drop locks taken here
+        _alive.clear()
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         descriptor = os.open(path, flags, 0o600)
@@ -115,5 +122,6 @@ def _opened(database: Path) -> tuple[int, set[bytes]]:
             f"{path} is not a file of your own, so it cannot tell which store objects on "
             f"{database} are alive. It was left untouched: move it aside."
         )
-    _files[path] = (os.getpid(), descriptor, set())
-    return descriptor, _files[path][2]
+    file = (status.st_dev, status.st_ino)
+    _files[path] = (os.getpid(), descriptor, file)
+    return descriptor, _alive.setdefault(file, set())

@@ -159,3 +159,20 @@ def test_gates_of_a_process_alive_are_never_claimed_and_once_it_is_killed_claime
         if owner.poll() is None:
             owner.kill()
         owner.communicate()
+
+
+def test_sqlite_store_objects_on_one_file_by_two_paths_see_each_other_alive(tmp_path) -> None:
+    from memorybook.store import SQLiteMemoryStore
+    from tests.helpers import new_key
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    key = new_key()
+    with (SQLiteMemoryStore(tmp_path / "real" / "memories.sqlite3", key=key) as owner,
+          SQLiteMemoryStore(tmp_path / "link" / "memories.sqlite3", key=key) as claimant):
+        owner.record_gate("C-1042", make_memory("C-1042", "T-1"))
+        assert claimant.claim_abandoned_gates("C-1042") == [], (
+            "a store object of this process, on the same file by another path, was taken for "
+            "gone: memorybook/store/lock_file.py must know its owners by the file, not the path")
+        owner.close()
+        assert len(claimant.claim_abandoned_gates("C-1042")) == 1
