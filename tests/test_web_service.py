@@ -825,3 +825,34 @@ def test_a_failed_gate_leaves_no_record_and_one_whose_save_failed_runs_again_lat
         f"after a restart, {ran} gate(s) ran and {memory_ids({MEMORY_KEY: saved})} were saved: "
         "a gate whose save failed must stay recorded, one whose ask failed must not "
         "(keep_if_worth_it(), memorybook/wrapper.py)")
+
+
+def test_gates_abandoned_while_a_service_runs_are_run_at_its_next_look(tmp_path):
+    from memorybook.store import open_store
+    from memorybook.wrapper import recover_abandoned_gates
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    jev = SlowGate()
+    jev.release.set()
+
+    async def scenario():
+        with open_store(url) as stops, open_store(url) as up:
+            looking = asyncio.create_task(recover_abandoned_gates(
+                up, PendingGates(), ask=jev.ask_async, every=0.05))
+            try:
+                await asyncio.sleep(0.2)  # it has looked, and found nothing
+                stops.record_gate("C-1042", {"request": my_ticket("C-1042", "T-901"),
+                                             "jev_answered": {}})
+                stops.close()  # as a process that stops with its gate pending
+                for _ in range(100):
+                    if up.recall("C-1042"):
+                        break
+                    await asyncio.sleep(0.05)
+                return up.recall("C-1042")
+            finally:
+                looking.cancel()
+
+    saved = asyncio.run(scenario())
+    assert memory_ids({MEMORY_KEY: saved}) == ["T-901"], (
+        "a gate abandoned while the service ran was not run within 5 s of looking every 0.05 s: "
+        "recover_abandoned_gates(every=...) must look again (memorybook/wrapper.py)")
