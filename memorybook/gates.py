@@ -4,13 +4,15 @@
 gate after; `PendingGates` makes that safe. A customer's call takes their turn before it recalls
 and gives it back when its gate has finished, so no call misses a memory an earlier call was about
 to save, and other customers never wait. With `turns` (memorybook.store.turns.CustomerTurns), the
-turn is held across processes sharing a PostgreSQL store too. `drain()` waits for every pending
-gate, for a graceful stop.
+turn is held across processes sharing a PostgreSQL store too. A read or an erasure takes the turn
+as a call does (`turn()`). `drain()` waits for every pending gate, for a graceful stop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 
 class PendingGates:
@@ -54,11 +56,26 @@ class PendingGates:
         task.add_done_callback(self._running.discard)
         task.add_done_callback(lambda _: self.end_turn(customer, done))
 
+    @contextlib.asynccontextmanager
+    async def turn(self, customer: str) -> AsyncIterator[None]:
+        """Hold the customer's turn for the block, once every earlier call for them (here and,
+        with `turns`, in the other processes) has finished its gate: what a read or an erasure
+        of their memories takes, so that no pending gate saves behind it."""
+        previous, done = self.take_turn(customer)
+        try:
+            if previous is not None:
+                await asyncio.shield(previous)
+            await self.hold(customer, done)
+            yield
+        finally:
+            self.end_turn(customer, done, after=previous)
+
     async def settled(self, customer: str) -> None:
-        """Wait until every call so far for this customer has finished its gate."""
-        last = self._last.get(customer)
-        if last is not None:
-            await asyncio.shield(last)
+        """Wait until every call so far for this customer has finished its gate, here and, with
+        `turns`, in the other processes. A call after it may start a gate again: to read or
+        erase with none pending, do it inside `turn()`."""
+        async with self.turn(customer):
+            pass
 
     async def drain(self) -> None:
         """Wait for every pending gate, for a graceful stop."""

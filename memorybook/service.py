@@ -5,8 +5,10 @@
 
 `POST /tickets` takes a state as `ticket_state()` builds it and returns the routing response
 before the gate (`ask_with_memory_async()`); `GET /customers/{id}/memories` lists a customer's
-memories once their pending gates have finished; `DELETE` erases them. The store is opened at
-startup and closed at shutdown, after the pending gates.
+memories once their pending gates have finished; `DELETE` erases them. Both take the customer's
+turn as a call does, across processes too on PostgreSQL. The store is opened at startup and
+closed at shutdown, after the pending gates. Each gate is recorded in the store before its reply:
+one left pending by a process that died runs in the next service up on that store.
 """
 
 from __future__ import annotations
@@ -27,7 +29,16 @@ from memorybook.memory import MissingCustomerIdError, customer_id
 from memorybook.replay import RecordingMissError
 from memorybook.store import STORE_URL_ENV, open_store
 from memorybook.store.turns import CustomerTurns
-from memorybook.wrapper import AskAsync, ask_with_memory_async
+from memorybook.wrapper import (
+    AskAsync,
+    ask_with_memory_async,
+    recover_abandoned_gates,
+    recover_gates,
+)
+
+# How often the service looks for gates that a stopped process left pending (it looks at
+# startup too); a customer's own calls run theirs first, whenever they come.
+RECOVERY_INTERVAL_SECONDS = 30.0
 
 
 def create_app(store_url: str | None = None, *, retention: timedelta | None = None,
@@ -46,9 +57,15 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         app.state.memories = await asyncio.to_thread(open_store, url or None,
                                                      retention=retention)
         app.state.gates = PendingGates(CustomerTurns(url) if shared else None)
+        recovering = asyncio.create_task(recover_abandoned_gates(
+            app.state.memories, app.state.gates, ask=app.state.ask,
+            every=RECOVERY_INTERVAL_SECONDS))
         try:
             yield
         finally:
+            recovering.cancel()  # a gate it had begun stays recorded: it runs after a restart
+            with contextlib.suppress(asyncio.CancelledError):
+                await recovering
             await app.state.gates.drain()
             await asyncio.to_thread(app.state.memories.close)
             if shared:
@@ -76,15 +93,17 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
 
     @app.get("/customers/{customer}/memories")
     async def memories_of(customer: str, request: Request):
-        await request.app.state.gates.settled(customer)
-        saved = await asyncio.to_thread(request.app.state.memories.recall, customer)
+        running = request.app.state
+        async with running.gates.turn(customer):  # after the pending gates, here and elsewhere
+            await recover_gates(customer, running.memories, ask=running.ask)
+            saved = await asyncio.to_thread(running.memories.recall, customer)
         return {"customer_id": customer, "memories": saved}
 
     @app.delete("/customers/{customer}/memories")
     async def erase(customer: str, request: Request):
-        await request.app.state.gates.settled(customer)
-        erased = await asyncio.to_thread(request.app.state.memories.forget_customer,
-                                         customer)
+        running = request.app.state
+        async with running.gates.turn(customer):  # erases the gates a stopped process left too
+            erased = await asyncio.to_thread(running.memories.forget_customer, customer)
         return {"erased": len(erased)}
 
     return app

@@ -9,8 +9,10 @@ Both take ask()'s arguments and return its response. Before the call, the custom
 (by the state's `customer.id`) go into the state under MEMORY_KEY; after it, the gate decides
 whether this request is worth keeping. The synchronous wrapper makes the two requests in a row;
 the asynchronous one returns once the routing answers and runs the gate after it, in the
-customer's turn (`PendingGates`). `ask` is what asks Jev: a `Jev`'s `ask`/`ask_async`, or a
-stand-in's in a unit test; by default `default_jev()`, made from the environment.
+customer's turn (`PendingGates`). With a store, the gate is recorded in it before the reply, so
+that one left pending by a process that died runs later, in another (`recover_gates()`). `ask`
+is what asks Jev: a `Jev`'s `ask`/`ask_async`, or a stand-in's in a unit test; by default
+`default_jev()`, made from the environment.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from typesafe_sdk import SystemOneResponse, TypeSafeError
 
@@ -38,9 +41,15 @@ from memorybook.memory import (
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
 
+if TYPE_CHECKING:
+    from memorybook.store.pending import PendingGate
+
 AskAsync = Callable[[dict, dict], Awaitable[SystemOneResponse]]
 
 log = logging.getLogger("memorybook")
+# Customers whose abandoned gates run side by side: each holds a turn meanwhile (on PostgreSQL a
+# connection of its own, and a worker thread while it waits for it).
+RECOVERING_AT_ONCE = 4
 
 
 @contextlib.contextmanager
@@ -80,25 +89,87 @@ async def ask_with_memory_async(state: dict, questions: dict, memories, *,
         if previous is not None:
             await asyncio.shield(previous)
         await gates.hold(customer, done)
+        await recover_gates(customer, memories, ask=ask, remember_at=remember_at)
         recalled = await asyncio.to_thread(memories.recall, customer)
         with threshold_named(remember_at):
             response = await ask(state_with_memories(state, recalled), questions)
+        pending = await record_gate(memories, customer, as_memory(state, questions, response))
     except BaseException:
         gates.end_turn(customer, done, after=previous)
         raise
-    gate = keep_if_worth_it(state, questions, response, memories, ask, remember_at)
+    gate = keep_if_worth_it(state, questions, response, memories, ask, remember_at,
+                            pending=pending)
     gates.run_gate(gate, customer, done)
     return response
 
 
-async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResponse, memories,
-                           ask: AskAsync, remember_at: float = REMEMBER_AT) -> bool:
-    """The gate for one reply, after it has gone: save its memory if it passes; a failure is
-    logged once, naming the customer and the ticket, and nothing is saved."""
-    memory = as_memory(state, questions, response)
-    customer = customer_id(state)
+async def record_gate(memories, customer: str, memory: dict) -> PendingGate | None:
+    """Record the gate about to run in the store, before the reply: a process that dies before
+    the gate has run leaves it for another to run (`recover_gates()`). None where `memories`
+    keeps no gates (InMemoryMemories), or refuses this memory (the gate's save says why)."""
+    if not hasattr(memories, "record_gate"):
+        return None
     try:
-        if worth_keeping((await ask(memory, GATE)).answers["remember"].noul, remember_at):
+        return await asyncio.to_thread(memories.record_gate, customer, memory)
+    except ValueError:
+        return None
+
+
+async def recover_gates(customer: str, memories, *, ask: AskAsync,
+                        remember_at: float = REMEMBER_AT) -> int:
+    """Run, in turn, this customer's gates that a process which ended left pending, and return
+    how many. Call it holding the customer's turn, before recalling: their memories come
+    first."""
+    if not hasattr(memories, "claim_abandoned_gates"):
+        return 0
+    abandoned = await asyncio.to_thread(memories.claim_abandoned_gates, customer)
+    for gate in abandoned:
+        await keep_if_worth_it(gate.memory["request"], {}, None, memories, ask, remember_at,
+                               pending=gate)
+    return len(abandoned)
+
+
+async def recover_abandoned_gates(memories, gates: PendingGates, *, ask: AskAsync,
+                                  remember_at: float = REMEMBER_AT,
+                                  every: float | None = None) -> None:
+    """Run every gate that processes which ended left pending, each in its customer's turn,
+    customers side by side; with `every`, look again that many seconds later, until cancelled.
+    A failure to look is logged, and looked at again next time."""
+    at_once = asyncio.Semaphore(RECOVERING_AT_ONCE)
+
+    async def recover(customer: str) -> None:
+        async with at_once, gates.turn(customer):
+            await recover_gates(customer, memories, ask=ask, remember_at=remember_at)
+
+    while True:
+        try:
+            customers = await asyncio.to_thread(memories.customers_with_abandoned_gates)
+            for failed in await asyncio.gather(*map(recover, customers), return_exceptions=True):
+                if isinstance(failed, Exception):
+                    raise failed
+        except Exception as error:  # the store failed: the gates stay recorded for next time
+            log.error(redact(f"running the gates left pending by a stopped process failed: "
+                             f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"))
+        if every is None:
+            return
+        await asyncio.sleep(every)
+
+
+async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResponse | None,
+                           memories, ask: AskAsync, remember_at: float = REMEMBER_AT, *,
+                           pending: PendingGate | None = None) -> bool:
+    """The gate for one reply, after it has gone: save its memory if it passes; a failure is
+    logged once, naming the customer and the ticket, and nothing is saved. With `pending` (the
+    gate as `record_gate()` recorded it), its memory is the one decided on, and the verdict
+    settles the record: the memory is saved as the record goes, in one transaction."""
+    memory = as_memory(state, questions, response) if pending is None else pending.memory
+    customer = customer_id(state)
+    verdict = None
+    try:
+        verdict = worth_keeping((await ask(memory, GATE)).answers["remember"].noul, remember_at)
+        if pending is not None:  # False when it was settled elsewhere, or erased meanwhile
+            return await asyncio.to_thread(memories.settle_gate, pending, verdict) and verdict
+        if verdict:
             await asyncio.to_thread(memories.save, customer, memory)
             return True
     except Exception as error:  # the reply has gone: log it, keep the service up
@@ -107,4 +178,7 @@ async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResp
                f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
         log.error(redact(f"gate for customer {customer}, ticket {ticket} failed, "
                          f"nothing saved: {why}"))
+    if pending is not None and verdict is None:  # the gate failed, not the store: no retry
+        with contextlib.suppress(Exception):  # left recorded, it runs after a restart
+            await asyncio.to_thread(memories.settle_gate, pending, False)
     return False

@@ -89,10 +89,12 @@ def test_make_serve_with_a_key_writes_its_encrypted_store_and_nothing_else(tmp_p
     after = snapshot(copy)
     written = sorted(name for name in after if before.get(name) != after[name])
     store = ".memorybook/memories.sqlite3"  # the default store, in the folder it makes
-    assert written == [".memorybook/.gitignore", store, store + ".key"], (
+    assert written == [".memorybook/.gitignore", store, store + ".key", store + ".lock"], (
         f"make serve with a key and no recording asked for wrote {written}: only its store, the "
-        f"store's key file (and the .gitignore that keeps the folder it makes out of git) may be "
-        f"written: a live Jev writes no recording (choose_mode() in memorybook/jev.py)")
+        f"store's key file, its empty lock file (memorybook/store/lock_file.py) and the "
+        f".gitignore that keeps the folder it makes out of git may be written: a live Jev writes "
+        f"no recording (choose_mode() in memorybook/jev.py)")
+    assert after[store + ".lock"] == b"", "the store's lock file holds something"
     assert after["json_cache/json_cache.json"] == before["json_cache/json_cache.json"]
     for name, content in after.items():
         for secret in (KEY, TEXT.format(n=0)[:20]):

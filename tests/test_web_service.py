@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx2
@@ -573,3 +574,285 @@ def test_notebook_9_without_a_key_sends_nothing(monkeypatch, tmp_path):
     printed = "".join(output.get("text", "") for cell in notebook.cells
                       if cell.cell_type == "code" for output in cell.outputs)
     assert printed.count("6/6 with memory") == 2 and "422 " in printed, printed
+
+
+def start_service(port: int, store_url: str, endpoint: str, logs, **env: str) -> subprocess.Popen:
+    """`uvicorn --factory memorybook.service:create_app` on 127.0.0.1:`port`, live against the
+    loopback at `endpoint`, on the store at `store_url`; its output goes to the file `logs`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "memorybook.service:create_app",
+         "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO_ROOT, env=live_env(endpoint, None, CANARY_KEY, MEMORYBOOK_STORE_URL=store_url,
+                                    **env),
+        stdout=logs, stderr=subprocess.STDOUT, text=True)
+
+
+@contextlib.contextmanager
+def services(count: int, store_url: str, endpoint: str, tmp_path, **env: str):
+    """`count` service processes on one store, each answering, as [(process, base URL)]; they
+    get SIGTERM at the block's end (their pending gates drain), then whatever is left is
+    killed."""
+    running = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            logs = open(tmp_path / f"service-{port}.log", "w")  # noqa: SIM115 - closed below
+            running.append((start_service(port, store_url, endpoint, logs, **env), port, logs))
+        for process, port, _ in running:
+            seconds_until_it_answers(port, process, 60)
+        yield [(process, f"http://127.0.0.1:{port}") for process, port, _ in running]
+    finally:
+        for process, _, _ in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, _, logs in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=60)
+            stop_for_good(process)
+            logs.close()
+
+
+def test_get_and_delete_on_one_process_wait_for_the_gate_pending_on_another(tmp_path,
+                                                                            monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.helpers import new_key
+    from tests.store.conftest import PostgresBackend
+
+    memories = "/customers/C-1042/memories"
+    with (PostgresBackend.fresh(tmp_path) as backend,
+          LoopbackSystemOne(RECORDING_PATH, latency=2.0) as server,  # each answer 2 s late
+          services(2, backend.url, server.base_url, tmp_path,
+                   MEMORYBOOK_STORE_KEY=new_key()) as [(_, a), (_, b)]):
+        routed = httpx2.post(f"{a}/tickets", json=EARLIER[0], timeout=30)
+        gate_pending = [r["status"] for r in server.requests] in ([200], [200, None])
+        with ThreadPoolExecutor(2) as pool:
+            listing = pool.submit(httpx2.get, b + memories, timeout=30)
+            time.sleep(0.3)  # the GET first, then the DELETE, both while A's gate is pending
+            erasing = pool.submit(httpx2.delete, b + memories, timeout=30)
+            listed, erased = listing.result(), erasing.result()
+        after = [httpx2.get(url + memories, timeout=30).json()["memories"] for url in (a, b)]
+    assert routed.status_code == 200, routed.text
+    assert gate_pending, f"A's gate was not pending when B was asked: {server.requests}"
+    assert [m["request"]["ticket"]["id"] for m in listed.json()["memories"]] == ["T-101"], (
+        "GET on B answered before the gate pending on A had saved: it must take the customer's "
+        f"turn across processes (PendingGates.turn(), memorybook/gates.py): {listed.text}")
+    assert erased.json() == {"erased": 1}, erased.text
+    assert after == [[], []], (
+        "a memory was saved after DELETE answered: the erasure must wait for the customer's "
+        f"turn, as POST does (memorybook/service.py): {after}")
+
+
+class MadeUpAnswers:
+    """Made-up answers for a loopback's `answer_with` (never Jev's): every ticket to the first
+    team at once; every gate keeps its memory, once `release` is set (at once with
+    `hang=False`)."""
+
+    def __init__(self, hang: bool) -> None:
+        self.release = threading.Event()
+        if not hang:
+            self.release.set()
+        self.gates = 0  # gate requests received
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict) -> dict:
+        [(question_id, question)] = body["questions"].items()
+        if question_id == "remember":
+            with self._lock:
+                self.gates += 1
+            self.release.wait(120)
+            answer = {"type": "noul", "noul": 0.9}
+        else:
+            options = list(question["criteria"])
+            answer = {"type": "choice", "choice": options[0], "confidence": 1.0,
+                      "probabilities": {o: float(o == options[0]) for o in options}}
+        return {"model": body["model"], "usage": {"input_tokens": 1, "output_tokens": 1},
+                "answers": {question_id: answer}}
+
+
+def twenty_customers_tickets() -> list[dict]:
+    """One ticket for each of 20 customers, each stating a licence number of its own."""
+    return [{"customer": {"id": f"C-{3000 + n}", "company": "Acme Corp"},
+             "ticket": {"id": f"T-{n}", "received_on": "2026-10-02", "subject": "Licence",
+                        "messages": [{"from": "customer",
+                                      "text": f"Our licence is LIC-{n:04d}-{n * 7919:06d}."}]}}
+            for n in range(1, 21)]
+
+
+def pending_records(backend) -> list[bytes]:
+    """The sealed pending gates the store holds; [] where it has no such table."""
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):
+        try:
+            rows = connection.execute("SELECT sealed FROM memorybook_pending").fetchall()
+        except Exception:  # noqa: BLE001 - a store of a version that records no gates
+            return []
+    return [bytes(sealed) for (sealed,) in rows]
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgresql"])
+def test_gates_pending_when_the_service_is_killed_run_once_after_a_restart(
+        tmp_path, monkeypatch, backend_name):
+    from memorybook.store import open_store
+    from tests.helpers import wait_until
+    from tests.store.conftest import fresh_location
+
+    tickets = twenty_customers_tickets()
+    hanging, answering = MadeUpAnswers(hang=True), MadeUpAnswers(hang=False)
+    with (fresh_location(backend_name, tmp_path, monkeypatch) as backend,
+          LoopbackSystemOne({}, answer_with=hanging) as hangs,
+          LoopbackSystemOne({}, answer_with=answering) as answers):
+        env = {"MEMORYBOOK_STORE_KEY": backend.key}
+        try:
+            with services(1, backend.url, hangs.base_url, tmp_path, **env) as [(first, url)]:
+                for ticket in tickets:
+                    routed = httpx2.post(f"{url}/tickets", json=ticket, timeout=30)
+                    assert routed.status_code == 200, routed.text
+                wait_until(lambda: hanging.gates == 20, 30, "20 gates pending")
+                first.send_signal(signal.SIGKILL)
+                first.wait(30)
+        finally:
+            hanging.release.set()  # the killed service's requests are left to end
+        records = pending_records(backend)
+        assert len(records) == 20, (
+            f"{len(records)} gates of 20 pending at SIGKILL were recorded: "
+            "ask_with_memory_async() must record each in the store before the reply "
+            "(record_gate(), memorybook/wrapper.py)")
+        raw = backend.raw_bytes()
+        assert all(record[20:80] in raw for record in records)  # control: raw_bytes() reads them
+        assert b"LIC-" not in raw, (
+            "a pending gate's ticket is in the store's files in clear: record_gate() must seal it")
+        # Two replicas restart at once, against an API that answers: each gate runs on one.
+        with (services(2, backend.url, answers.base_url, tmp_path, **env),
+              open_store(backend.url, key=backend.key) as store):
+            wait_until(lambda: sum(len(store.recall(t["customer"]["id"])) for t in tickets)
+                       >= 20, 60, "the 20 memories to be saved after the restart")
+        # the replicas have stopped, draining: a gate run twice would have been asked by now
+        assert answering.gates == 20, (
+            f"the 20 recorded gates were asked {answering.gates} times after the restart: a "
+            "gate claimed by a live process must never run twice (claim_abandoned_gates())")
+        with open_store(backend.url, key=backend.key) as store:
+            for ticket in tickets:
+                customer = ticket["customer"]["id"]
+                assert ticket_ids_of(store.recall(customer)) == [ticket["ticket"]["id"]], customer
+                assert [event.event for event in store.history(customer)] == ["saved"], customer
+            assert pending_records(backend) == [], "a gate that has run must leave no record"
+            backend.wait_for_older_transactions()
+            store.sweep()
+        raw = backend.raw_bytes()
+        assert not any(record[20:80] in raw for record in records), (
+            "a recorded gate's bytes are still in the database files after it ran and sweep(): "
+            "settle_gate() must delete its row as erasure does")
+
+
+def ticket_ids_of(memories: list[dict]) -> list[str]:
+    return [memory["request"]["ticket"]["id"] for memory in memories]
+
+
+def test_a_gate_left_by_a_killed_replica_runs_on_another_before_the_customers_next_call(
+        tmp_path, monkeypatch):
+    from memorybook.store import open_store
+    from tests.helpers import wait_until
+    from tests.store.conftest import fresh_location
+
+    first, second = twenty_customers_tickets()[:2]
+    second["customer"] = first["customer"]  # the same customer's next ticket
+    hanging, answering = MadeUpAnswers(hang=True), MadeUpAnswers(hang=False)
+    with (fresh_location("postgresql", tmp_path, monkeypatch) as backend,
+          LoopbackSystemOne({}, answer_with=hanging) as hangs,
+          LoopbackSystemOne({}, answer_with=answering) as answers,
+          open_store(backend.url, key=backend.key) as store):
+        env = {"MEMORYBOOK_STORE_KEY": backend.key}
+        with services(1, backend.url, answers.base_url, tmp_path, **env) as [(_, up)]:
+            try:
+                with services(1, backend.url, hangs.base_url, tmp_path, **env) as [(dies, url)]:
+                    assert httpx2.post(f"{url}/tickets", json=first, timeout=30).is_success
+                    wait_until(lambda: hanging.gates == 1, 30, "the gate to be pending")
+                    dies.send_signal(signal.SIGKILL)
+                    dies.wait(30)
+            finally:
+                hanging.release.set()
+            wait_until(lambda: store.customers_with_abandoned_gates() == ["C-3001"], 10,
+                       "the killed replica's gate to be found abandoned")
+            routed = httpx2.post(f"{up}/tickets", json=second, timeout=30)
+            listed = httpx2.get(f"{up}/customers/C-3001/memories", timeout=30)
+        states = [request["body"]["state"] for request in answers.requests]
+    assert routed.status_code == 200, routed.text
+    assert memory_ids(states[1]) == ["T-1"] and states[1]["ticket"]["id"] == "T-2", (
+        "the replica that is up routed the customer's next ticket without the memory of the gate "
+        "the killed one left: ask_with_memory_async() must run it first (recover_gates())")
+    assert ticket_ids_of(listed.json()["memories"]) == ["T-1", "T-2"], listed.text
+
+
+def test_a_failed_gate_leaves_no_record_and_one_whose_save_failed_runs_again_later(
+        tmp_path, caplog):
+    from memorybook.store import MemoryStoreError, open_store
+    from memorybook.wrapper import recover_gates
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    jev = SlowGate()
+    jev.release.set()
+
+    async def gate_fails(state, questions):
+        if "remember" in questions:
+            raise RuntimeError("the API is down")
+        return await jev.ask_async(state, questions)
+
+    def save_fails_once(store):
+        def settle_gate(gate, keep):
+            del store.settle_gate  # the database is back for the next call
+            raise MemoryStoreError("the database is down")
+        return settle_gate
+
+    async def scenario():
+        with open_store(url) as store:
+            gates = PendingGates()
+            await ask_with_memory_async(my_ticket("C-1042", "T-901"), ROUTE, store,
+                                        gates=gates, ask=gate_fails)
+            await gates.drain()
+            store.settle_gate = save_fails_once(store)  # the gate decides, then its save fails
+            await ask_with_memory_async(my_ticket("C-1042", "T-902"), ROUTE, store,
+                                        gates=gates, ask=jev.ask_async)
+            await gates.drain()
+        with open_store(url) as restarted:  # the next process on the store
+            ran = await recover_gates("C-1042", restarted, ask=jev.ask_async)
+            return ran, restarted.recall("C-1042")
+
+    with caplog.at_level(logging.ERROR, logger="memorybook"):
+        ran, saved = asyncio.run(scenario())
+    assert len([r for r in caplog.records if r.name == "memorybook"]) == 2, caplog.text
+    assert ran == 1 and memory_ids({MEMORY_KEY: saved}) == ["T-902"], (
+        f"after a restart, {ran} gate(s) ran and {memory_ids({MEMORY_KEY: saved})} were saved: "
+        "a gate whose save failed must stay recorded, one whose ask failed must not "
+        "(keep_if_worth_it(), memorybook/wrapper.py)")
+
+
+def test_gates_abandoned_while_a_service_runs_are_run_at_its_next_look(tmp_path):
+    from memorybook.store import open_store
+    from memorybook.wrapper import recover_abandoned_gates
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    jev = SlowGate()
+    jev.release.set()
+
+    async def scenario():
+        with open_store(url) as stops, open_store(url) as up:
+            looking = asyncio.create_task(recover_abandoned_gates(
+                up, PendingGates(), ask=jev.ask_async, every=0.05))
+            try:
+                await asyncio.sleep(0.2)  # it has looked, and found nothing
+                stops.record_gate("C-1042", {"request": my_ticket("C-1042", "T-901"),
+                                             "jev_answered": {}})
+                stops.close()  # as a process that stops with its gate pending
+                for _ in range(100):
+                    if up.recall("C-1042"):
+                        break
+                    await asyncio.sleep(0.05)
+                return up.recall("C-1042")
+            finally:
+                looking.cancel()
+
+    saved = asyncio.run(scenario())
+    assert memory_ids({MEMORY_KEY: saved}) == ["T-901"], (
+        "a gate abandoned while the service ran was not run within 5 s of looking every 0.05 s: "
+        "recover_abandoned_gates(every=...) must look again (memorybook/wrapper.py)")

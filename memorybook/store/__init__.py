@@ -9,6 +9,8 @@
         store.forget_customer("C-1042")   # erase every memory of the customer; returns them
         store.history("C-1042")           # what happened to them: event, ticket id, time
         store.sweep()                     # delete expired memories (open_store(retention=...))
+        gate = store.record_gate("C-1042", memory)  # a gate still to run (memorybook/wrapper.py)
+        store.settle_gate(gate, keep=True)          # its verdict: saved as its record goes
 
 What the store guarantees: README.md, "Guarantees". How it is built: CONTRIBUTING.md, "The
 store"; adding a backend: CONTRIBUTING.md, "Add a store backend".

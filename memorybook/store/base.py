@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys
+from memorybook.store.pending import GateRecords
 from memorybook.store.retention import (
     EVICTED,
     EXPIRED,
@@ -30,6 +31,7 @@ from memorybook.store.retention import (
     micros,
     moment,
 )
+from memorybook.store.schema import PENDING_TABLE
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
     MemoryNotFoundError,
@@ -116,8 +118,9 @@ def _one_call_at_a_time(method: Callable) -> Callable:
     return serialised
 
 
-class EncryptedStore:
-    """A memory store on any SQL database: checks, encryption, eviction, one call at a time.
+class EncryptedStore(GateRecords):
+    """A memory store on any SQL database: checks, encryption, eviction, one call at a time,
+    and the gates still to run after their reply (GateRecords, memorybook/store/pending.py).
 
     A backend's store class passes ``connect``, which opens its database (an ``SqlDatabase``).
     The store is open once the database's key check matches the key; if anything fails before,
@@ -213,7 +216,10 @@ class EncryptedStore:
             return self._save_checked(customer_id, ticket_id, text, expires_at)
 
     def _save_checked(self, customer_id: str, ticket_id: str, text: str,
-                      expires_at: datetime | None) -> list[dict]:
+                      expires_at: datetime | None, gate_id: int | None = None
+                      ) -> list[dict] | None:
+        """save(), once checked; with ``gate_id``, the pending gate's row is deleted in the same
+        transaction, and None is returned, with nothing saved, when that row is gone."""
         customer, ticket, sealed = self._sealed(customer_id, ticket_id, text)
         now = self._now()
         if expires_at is not None:
@@ -227,6 +233,10 @@ class EncryptedStore:
         else:
             ends = None if self.retention is None else now + self.retention // _MICROSECOND
         with self._database.write_transaction(customer):
+            # A pending gate's save: only while its row is there (not settled elsewhere, nor
+            # erased with its customer), deleted in this transaction.
+            if gate_id is not None and not self._delete_gate(customer, gate_id):
+                return None
             # Each statement finds its rows through an index, reading no other row of the
             # customer's: a save costs the same whatever the customer holds. On a server, they
             # travel together; the history, the count and the commit follow them.
@@ -264,7 +274,7 @@ class EncryptedStore:
                 " ON CONFLICT (customer_digest) DO UPDATE SET memories = excluded.memories",
                 [(customer, count)],
             )
-        if expired or evicted:
+        if expired or evicted or gate_id is not None:
             self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
@@ -339,7 +349,8 @@ class EncryptedStore:
         """Erase every memory of this customer for good; return those that could be read.
 
         The right to erasure: every row of the customer is deleted in one transaction, readable
-        or not, expired or not, and the customer's history with them. The memories come back
+        or not, expired or not, and the customer's history and pending gates with them (a gate
+        recorded before and settled after saves nothing). The memories come back
         oldest first; a memory that failed its integrity check is
         deleted too, is not in the list, and is counted in a line added to ``notices``. A
         customer with no memories gives [].
@@ -348,15 +359,18 @@ class EncryptedStore:
         customer_id = checked_customer_id(customer_id)
         customer = keys.customer_digest(customer_id)
         with self._database.write_transaction(customer):
-            rows, events, _ = self._database.run_together([
+            rows, events, _, gates = self._database.run_together([
                 ("DELETE FROM memorybook_memories WHERE customer_digest = ?"
                  " RETURNING id, ticket_digest, sealed", (customer,)),
                 ("DELETE FROM memorybook_history WHERE customer_digest = ? RETURNING id",
                  (customer,)),
                 ("DELETE FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
+                # A gate still to run would save a memory after this erasure.
+                (f"DELETE FROM {PENDING_TABLE} WHERE customer_digest = ? RETURNING id",
+                 (customer,)),
             ])
         rows = [(ticket, sealed) for _, ticket, sealed in sorted(rows)]
-        if rows or events:
+        if rows or events or gates:
             self._database.after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
 

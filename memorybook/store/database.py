@@ -56,9 +56,9 @@ class SqlDatabase:
         """Bring a store of an earlier format to this one, once its key is known to match.
 
         Adds what each later format has (format 2: the expiry column and the history tables;
-        format 3: the expiry index and each customer's count), keeping every memory (those of
-        format 1 never expire). A racing opener may have done it already: then nothing is
-        changed.
+        format 3: the expiry index, each customer's count and the table of pending gates),
+        keeping every memory (those of format 1 never expire). A racing opener may have done it
+        already: then nothing is changed.
         """
         if self.stored_format == STORE_FORMAT:
             return
@@ -106,6 +106,18 @@ class SqlDatabase:
     def erase_deleted_rows(self) -> None:
         """Run by ``sweep()``: make sure no deleted row stays in the database's files."""
         self.after_forget()
+
+    # -- who runs the pending gates (memorybook/store/pending.py) ---------------------------
+
+    def hold_owner(self, owner: bytes) -> None:
+        """Mark ``owner`` (a store object's random id) as alive until this database is closed,
+        or its process ends however it ends."""
+        raise NotImplementedError
+
+    def owner_gone(self, owner: bytes) -> AbstractContextManager[bool]:
+        """Whether ``owner`` is no longer alive (released, or its process gone), as a block
+        during which no other store object can find it gone too."""
+        raise NotImplementedError
 
     # -- what each backend provides ------------------------------------------------------
 

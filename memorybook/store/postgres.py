@@ -18,7 +18,13 @@ from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
 from memorybook.store.retention import Clock
-from memorybook.store.schema import COUNTS_TABLE, HISTORY_TABLE, MEMORIES_TABLE, POSTGRES
+from memorybook.store.schema import (
+    COUNTS_TABLE,
+    HISTORY_TABLE,
+    MEMORIES_TABLE,
+    PENDING_TABLE,
+    POSTGRES,
+)
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
 from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError
 
@@ -29,7 +35,8 @@ POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
 # Past a call's timeout: the server cancels a statement after this much more, and a call still
 # waiting for the server after twice this much more is ended here (a frozen server never answers).
 POSTGRES_MARGIN_SECONDS = 0.25
-_WRITES = ("save()", "forget()", "forget_customer()", "supersede()", "sweep()")
+_WRITES = ("save()", "forget()", "forget_customer()", "supersede()", "sweep()", "record_gate()",
+           "settle_gate()", "claim_abandoned_gates()")
 
 
 class PostgresMemoryStore(EncryptedStore):
@@ -81,6 +88,7 @@ class PostgresDatabase(SqlDatabase):
         self._url = url
         self._limits = self.timeout
         self._pipeline: Any = None  # psycopg's Pipeline while a write transaction uses one
+        self._owners: set[int] = set()  # the advisory locks of the owners this session holds
         self._watchdog = Watchdog()
         self._watchdog.arm(self.deadline + 2 * POSTGRES_MARGIN_SECONDS)  # until the tables are open
         try:
@@ -206,8 +214,25 @@ class PostgresDatabase(SqlDatabase):
         # writes the tables (and their TOAST tables) anew and removes the old files. It holds
         # each table's exclusive lock while it runs, so other calls wait for it, and it copies
         # the deleted rows that a transaction still open in the database may read.
-        for table in (MEMORIES_TABLE, HISTORY_TABLE, COUNTS_TABLE):
+        for table in (MEMORIES_TABLE, HISTORY_TABLE, COUNTS_TABLE, PENDING_TABLE):
             self.run(f"VACUUM FULL {table}")
+
+    # An owner is alive while a session holds its advisory lock: the server releases it when the
+    # session ends (close(), or a process killed: its socket closes with it).
+
+    def hold_owner(self, owner: bytes) -> None:
+        self.run("SELECT pg_advisory_lock(?)", (_owner_lock(owner),))
+        self._owners.add(_owner_lock(owner))
+
+    @contextmanager
+    def owner_gone(self, owner: bytes) -> Iterator[bool]:
+        lock = _owner_lock(owner)
+        [(gone,)] = self.run("SELECT pg_try_advisory_lock(?)", (lock,))
+        try:
+            yield bool(gone)
+        finally:
+            if gone:
+                self.run("SELECT pg_advisory_unlock(?)", (lock,))
 
     def close(self) -> None:
         self._watchdog.close()
@@ -236,6 +261,8 @@ class PostgresDatabase(SqlDatabase):
             self._set_limits(self.timeout)
             self.run("SELECT set_config('idle_in_transaction_session_timeout', ?, false)",
                      (_milliseconds(2 * self.timeout),))
+            for lock in getattr(self, "_owners", ()):  # held on the session that was lost
+                self.run("SELECT pg_advisory_lock(?)", (lock,))
         except MemoryStoreError:
             self._close_connection()
             raise
@@ -425,6 +452,14 @@ class Watchdog:
                 if self._fileno is not None:
                     with suppress(OSError), socket.socket(fileno=os.dup(self._fileno)) as sock:
                         sock.shutdown(socket.SHUT_RDWR)
+
+
+def _owner_lock(owner: bytes) -> int:
+    """The advisory lock that a store object running pending gates holds (never a customer's
+    write lock: those are named differently)."""
+    return int.from_bytes(
+        hashlib.sha256(b"memorybook gate owner " + owner).digest()[:8], "big", signed=True
+    )
 
 
 def _milliseconds(seconds: float) -> str:

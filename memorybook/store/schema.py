@@ -14,8 +14,9 @@ FORMAT_1, FORMAT_2 = b"memorybook-store-1", b"memorybook-store-2"
 # Formats this version opens and upgrades in place, under the tables' lock (upgrade_tables()).
 # Format 1 had neither expiry dates nor history: versions that only know it refuse format 2,
 # rather than recall expired memories and leave no history. Format 2 kept no count of each
-# customer's memories: versions that only know it refuse format 3, rather than leave the counts
-# wrong.
+# customer's memories and no table of pending gates: versions that only know it refuse format 3,
+# rather than leave the counts wrong, or erase a customer and leave their pending gates to save
+# a memory after the erasure.
 EARLIER_FORMATS = (FORMAT_1, FORMAT_2)
 TABLES_LOCK = b"memorybook tables"  # the write lock that creating or upgrading tables holds
 
@@ -23,6 +24,7 @@ META_TABLE = "memorybook_meta"
 MEMORIES_TABLE = "memorybook_memories"
 HISTORY_TABLE = "memorybook_history"
 COUNTS_TABLE = "memorybook_counts"
+PENDING_TABLE = "memorybook_pending"  # gates decided after the reply, until they have run
 ROW_COLUMNS = ("customer_digest", "ticket_digest", "sealed")  # besides the ordering id
 
 
@@ -72,6 +74,7 @@ def create_tables(dialect: Dialect) -> list[str]:
         f" ON {MEMORIES_TABLE} ({', '.join(dialect.customer_index)})",
         *_history_tables(dialect),
         *_format_3_tables(dialect),
+        *_pending_tables(dialect),
     ]
 
 
@@ -85,6 +88,7 @@ def upgrade_tables(dialect: Dialect, stored_format: bytes) -> list[str]:
     return [
         *format_2,
         *_format_3_tables(dialect),
+        *_pending_tables(dialect),
         f"INSERT INTO {COUNTS_TABLE} (customer_digest, memories)"
         f" SELECT customer_digest, COUNT(*) FROM {MEMORIES_TABLE} GROUP BY customer_digest",
         f"UPDATE {META_TABLE} SET value = ? WHERE name = 'format'",
@@ -121,6 +125,21 @@ def _history_tables(dialect: Dialect) -> list[str]:
         f" sealed_ticket {blob} NOT NULL)",
         f"CREATE INDEX IF NOT EXISTS {HISTORY_TABLE}_by_customer"
         f" ON {HISTORY_TABLE} ({', '.join(dialect.customer_index)})",
+    ]
+
+
+def _pending_tables(dialect: Dialect) -> list[str]:
+    """Each gate still to run after its reply: the memory it decides on, sealed as a memory is
+    (bound to the customer's digest), and the store object that runs it (``owner``, a random
+    id; memorybook/store/pending.py). A row is deleted in the transaction that saves its memory,
+    or once its gate decided against it.
+    """
+    blob = dialect.bytes_type
+    return [
+        f"CREATE TABLE IF NOT EXISTS {PENDING_TABLE} ( id {dialect.row_id},"
+        f" customer_digest {blob} NOT NULL, owner {blob} NOT NULL, sealed {blob} NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {PENDING_TABLE}_by_customer"
+        f" ON {PENDING_TABLE} ({', '.join(dialect.customer_index)})",
     ]
 
 

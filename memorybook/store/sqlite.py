@@ -8,11 +8,12 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import memorybook.store.lock_file as lock_file
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, resolve_key
@@ -91,6 +92,7 @@ class SQLiteDatabase(SqlDatabase):
                 f"uses SQLite {sqlite3.sqlite_version}. Use a Python built with a newer SQLite "
                 "(python.org's and Debian 12's are), or a PostgreSQL store."
             )
+        self._owners: list[bytes] = []  # of pending gates, alive until close()
         _create_private_file(self.path)
         _refuse_foreign_file(self.path)  # after: one planted meanwhile is refused too
         try:
@@ -183,6 +185,19 @@ class SQLiteDatabase(SqlDatabase):
         if seconds_left > 0:
             self._wait_at_most(seconds_left)
             self.run("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def hold_owner(self, owner: bytes) -> None:
+        lock_file.mark_alive(self.path, owner)
+        self._owners.append(owner)
+
+    def close(self) -> None:
+        for owner in self._owners:
+            lock_file.mark_gone(self.path, owner)
+        self._owners.clear()
+        super().close()
+
+    def owner_gone(self, owner: bytes) -> AbstractContextManager[bool]:
+        return lock_file.owner_gone(self.path, owner)
 
     def _wait_at_most(self, seconds: float) -> None:
         """How long SQLite waits for another process's lock, from now on (its busy timeout)."""

@@ -77,6 +77,18 @@ class SQLiteBackend(Backend):
                 "memorybook_meta",
                 "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
             ),
+            (
+                "table",
+                "memorybook_pending",
+                "CREATE TABLE memorybook_pending ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " customer_digest BLOB NOT NULL, owner BLOB NOT NULL, sealed BLOB NOT NULL)",
+            ),
+            (
+                "index",
+                "memorybook_pending_by_customer",
+                "CREATE INDEX memorybook_pending_by_customer ON memorybook_pending"
+                " (customer_digest)",
+            ),
             ("index", "sqlite_autoindex_memorybook_counts_1", None),
             ("index", "sqlite_autoindex_memorybook_meta_1", None),
             ("table", "sqlite_sequence", "CREATE TABLE sqlite_sequence(name,seq)"),
@@ -156,6 +168,9 @@ class SQLiteBackend(Backend):
 
 
 POSTGRES_URL_ENV = "MEMORYBOOK_TEST_PG_URL"
+# Every table of a store: raw_bytes() reads them all.
+TABLES = ("memorybook_meta", "memorybook_memories", "memorybook_history", "memorybook_counts",
+          "memorybook_pending")
 
 
 class PostgresBackend(Backend):
@@ -179,6 +194,10 @@ class PostgresBackend(Backend):
             ("memorybook_memories", "expires_at", "bigint", "YES", None),
             ("memorybook_meta", "name", "text", "NO", None),
             ("memorybook_meta", "value", "bytea", "NO", None),
+            ("memorybook_pending", "id", "bigint", "NO", "ALWAYS"),
+            ("memorybook_pending", "customer_digest", "bytea", "NO", None),
+            ("memorybook_pending", "owner", "bytea", "NO", None),
+            ("memorybook_pending", "sealed", "bytea", "NO", None),
         ],
         "indexes": [
             "CREATE UNIQUE INDEX memorybook_counts_pkey ON memorybook_counts"
@@ -192,6 +211,9 @@ class PostgresBackend(Backend):
             " USING btree (customer_digest, expires_at) WHERE (expires_at IS NOT NULL)",
             "CREATE UNIQUE INDEX memorybook_memories_pkey ON memorybook_memories USING btree (id)",
             "CREATE UNIQUE INDEX memorybook_meta_pkey ON memorybook_meta USING btree (name)",
+            "CREATE INDEX memorybook_pending_by_customer ON memorybook_pending"
+            " USING btree (customer_digest, id)",
+            "CREATE UNIQUE INDEX memorybook_pending_pkey ON memorybook_pending USING btree (id)",
         ],
     }
     format_1_tables = (
@@ -256,9 +278,7 @@ class PostgresBackend(Backend):
 
         chunks = []
         with psycopg.connect(self.url, autocommit=True) as connection:
-            tables = ("memorybook_meta", "memorybook_memories", "memorybook_history",
-                      "memorybook_counts")
-            for table in tables:
+            for table in TABLES:
                 for row in connection.execute(f"SELECT t.*, t::text FROM {table} t"):
                     for value in row:
                         chunks.append(value if isinstance(value, bytes) else str(value).encode())
@@ -266,7 +286,7 @@ class PostgresBackend(Backend):
             files = connection.execute(
                 "SELECT pg_relation_filepath(c.oid), pg_relation_filepath(c.reltoastrelid)"
                 " FROM pg_class c WHERE c.oid = ANY(%s::regclass[])",
-                (list(tables),),
+                (list(TABLES),),
             ).fetchall()
             for path in (path for pair in files for path in pair if path):
                 [(content,)] = connection.execute(

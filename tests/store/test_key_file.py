@@ -78,11 +78,29 @@ def test_a_key_file_planted_by_another_user_beside_a_new_store_is_refused(
     planted.chmod(0o600)
     if os.geteuid() == 0:
         os.chown(planted, 65534, 65534)  # nobody
-    else:  # only root may give a file away: the store runs as another user instead
-        monkeypatch.setattr(os, "geteuid", lambda: planted.stat().st_uid + 1)
+    else:  # only root may give a file away: the key file, and it alone, reads as another's
+        monkeypatch.setattr(os, "fstat", owned_by_another_user(planted, os.fstat))
     with pytest.raises(MemoryStoreKeyError, match="owned by another user") as raised:
         SQLiteMemoryStore(path)
     assert str(planted) in str(raised.value)
+
+
+def owned_by_another_user(path: Path, fstat):
+    """`os.fstat`, but the file at `path` reads as owned by the next uid after its owner's.
+
+    Not `os.geteuid` faked instead: the database file the store makes would then read as
+    another user's too, and be refused before the key file is read."""
+    planted = path.stat()
+
+    def fstat_with_another_owner(descriptor: int) -> os.stat_result:
+        status = fstat(descriptor)
+        if (status.st_dev, status.st_ino) != (planted.st_dev, planted.st_ino):
+            return status
+        fields = list(status)
+        fields[4] = status.st_uid + 1  # st_uid
+        return os.stat_result(fields)
+
+    return fstat_with_another_owner
 
 
 def test_a_new_key_file_never_follows_links_planted_where_it_is_made(tmp_path: Path) -> None:

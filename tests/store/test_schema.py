@@ -64,6 +64,23 @@ def test_a_store_of_format_2_is_upgraded_with_each_customers_count(backend: Back
     assert meta_of(backend) == b"memorybook-store-3"
 
 
+def test_a_store_of_format_2_is_upgraded_to_keep_pending_gates(backend: Backend) -> None:
+    now = datetime(2026, 8, 4, tzinfo=UTC)
+    memory = make_memory("C-1042", "T-1", text="saved by memorybook-store-2")
+    make_old_store(backend, [memory], format_number=2, expires_at=[now + timedelta(days=10)])
+    with backend.open(clock=lambda: now) as store:
+        assert json.dumps(store.recall("C-1042")) == json.dumps([memory])
+        gate = store.record_gate("C-1042", make_memory("C-1042", "T-2"))
+        assert store.settle_gate(gate, keep=True), (
+            "An upgraded store must keep pending gates: see schema.upgrade_tables()."
+        )
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-2"]
+    with backend.open(clock=lambda: now + timedelta(days=11)) as later:
+        assert ticket_ids(later.recall("C-1042")) == ["T-2"], (
+            "A format-2 memory keeps its expiry date through the upgrade."
+        )
+
+
 def make_old_store(
     backend: Backend, memories: list[dict], *, format_number: int,
     expires_at: list[datetime | None] | None = None,
