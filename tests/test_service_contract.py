@@ -159,9 +159,12 @@ def test_post_refuses_every_id_get_and_delete_could_not_reach_naming_the_rule(li
         f"(CUSTOMER_ID_RULE, memorybook/service_models.py), not {refused!r}")
 
 
-def test_any_id_is_either_reachable_or_refused_naming_the_rule(live):
+def test_any_id_is_either_reachable_or_refused_naming_the_rule(live, tmp_path):
     from hypothesis import given, settings
     from hypothesis import strategies as st
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(tmp_path)  # its caches there, not in the working directory
 
     ids = st.one_of(st.from_regex(CUSTOMER_ID_PATTERN.strip("^$"), fullmatch=True),
                     st.text(st.characters(exclude_categories=()), max_size=12))
