@@ -103,7 +103,7 @@ class Memory(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     request: dict[str, Any]
-    jev_answered: dict[str, Any]
+    jev_answered: dict[str, Any] | None = None  # absent from a memory an app saved without it
 
 
 class CustomerMemories(BaseModel):
