@@ -133,10 +133,14 @@ benchmark: $(INSTALLED) ## Time set-up, the notebooks and tests, a live recordin
 	$(BIN)/python -m benchmarks.store_benchmark
 	$(BIN)/python -m benchmarks.service_benchmark
 
-# Notebook 9's app, on this machine only. `PORT=8080 make serve` picks another port.
+# Notebook 9's app, on this machine only. `PORT=8080 make serve` picks another port; `HOST=...`
+# another address, which beyond loopback needs MEMORYBOOK_SERVICE_TOKEN: the check says so in one
+# line and starts nothing (memorybook/service_settings.py).
 PORT ?= 8000
+HOST ?= 127.0.0.1
 serve: $(INSTALLED) ## Run notebook 9's web service on 127.0.0.1:$PORT (8000); Ctrl-C saves pending gates
-	$(BIN)/uvicorn --factory memorybook.service:create_app --host 127.0.0.1 --port $(PORT)
+	@$(BIN)/python -m memorybook.service_settings '$(HOST)'
+	$(BIN)/uvicorn --factory memorybook.service:create_app --host '$(HOST)' --port $(PORT)
 
 clean: ## Remove .venv and every generated cache
 	rm -rf $(VENV) build .pytest_cache .ruff_cache *.egg-info

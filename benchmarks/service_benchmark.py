@@ -87,7 +87,7 @@ async def reply_latencies(calls: int, first_number: int) -> dict[str, list[float
                      ask=jev.ask_async)
     async with LifespanManager(app) as running:
         transport = ASGITransport(app=running.app)
-        async with AsyncClient(transport=transport, base_url="http://service") as http:
+        async with AsyncClient(transport=transport, base_url="http://localhost") as http:
             for _ in range(calls):
                 plain, page, wrapped, posted = (
                     state(f"L-{n}", n) for n in (next(numbers) for _ in range(4)))
@@ -144,7 +144,7 @@ async def all_at_once(states: list[dict], through_service: bool) -> tuple[float,
         app = create_app(f"sqlite:///{store}", ask=limited)
         async with LifespanManager(app) as running:
             transport = ASGITransport(app=running.app)
-            async with AsyncClient(transport=transport, base_url="http://service",
+            async with AsyncClient(transport=transport, base_url="http://localhost",
                                    timeout=600) as http:
                 started = time.perf_counter()
                 await asyncio.gather(*(send(lambda s=s: posted_ok(http, s)) for s in states))

@@ -18,8 +18,10 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
     CustomerTurns(url)                    ... and across processes sharing a PostgreSQL store
     MadeUpJev(answer)                     a stand-in for Jev in unit tests
-    service.create_app(store_url=None, *, retention=None, ask=None)
-                                          the FastAPI service (pip install "memorybook[service]")
+    service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
+                       store_options=None)
+                                          the FastAPI service (pip install "memorybook[service]");
+                                          its settings: memorybook/service_settings.py
     testing                               pytest fixtures: replay an app's recording, record it
     MemorybookError                       the root of every error above; each is exported here
 

@@ -5,29 +5,54 @@
 
 `POST /tickets` takes a state as `ticket_state()` builds it and returns the routing response
 before the gate (`ask_with_memory_async()`); `GET /customers/{id}/memories` lists a customer's
-memories once their pending gates have finished; `DELETE` erases them. Both take the customer's
-turn as a call does, across processes too on PostgreSQL. The store is opened at startup and
-closed at shutdown, after the pending gates. Each gate is recorded in the store before its reply:
-one left pending by a process that died runs in the next service up on that store.
+memories once their pending gates have finished; `DELETE` erases them; `GET
+/customers/{id}/history` lists what happened to them (events, never content). Reads and erasures
+take the customer's turn as a call does, across processes too on PostgreSQL. The store is opened
+at startup and closed at shutdown, after the pending gates; meanwhile expired memories are swept
+on a schedule. Each gate is recorded in the store before its reply: one left pending by a process
+that died runs in the next service up on that store. Every request passes the guard first
+(memorybook/service_guard.py); the contract, the id rule and every status answered are in
+memorybook/service_models.py and `/openapi.json`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import logging
 import os
 from datetime import timedelta
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Path, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from typesafe_sdk import SystemOneResponse, TypeSafeError
 
+from memorybook.api_errors import describe_api_failure
 from memorybook.example import ROUTE
 from memorybook.gates import PendingGates
 from memorybook.jev import Jev
-from memorybook.memory import MissingCustomerIdError, customer_id
+from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
-from memorybook.store import STORE_URL_ENV, open_store
+from memorybook.service_guard import Guard
+from memorybook.service_models import (
+    BODY_ANSWERS,
+    CUSTOMER_ID_PATTERN,
+    CUSTOMER_ID_RULE,
+    GUARD_ANSWERS,
+    CustomerHistory,
+    CustomerMemories,
+    Erased,
+    TicketState,
+    first_error,
+    one_line,
+    read_ticket_state,
+    refused_id,
+)
+from memorybook.service_settings import ServiceSettings
+from memorybook.store import STORE_URL_ENV, MemoryStoreError, open_store
 from memorybook.store.turns import CustomerTurns
 from memorybook.wrapper import (
     AskAsync,
@@ -40,14 +65,25 @@ from memorybook.wrapper import (
 # startup too); a customer's own calls run theirs first, whenever they come.
 RECOVERY_INTERVAL_SECONDS = 30.0
 
+log = logging.getLogger("memorybook")
+
+CustomerInPath = Annotated[str, Path(pattern=CUSTOMER_ID_PATTERN, description=CUSTOMER_ID_RULE)]
+
 
 def create_app(store_url: str | None = None, *, retention: timedelta | None = None,
-               ask: AskAsync | None = None) -> FastAPI:
+               ask: AskAsync | None = None, settings: ServiceSettings | None = None,
+               store_options: dict[str, Any] | None = None) -> FastAPI:
     """The memory service. At startup it opens its store (`store_url`, else
     $MEMORYBOOK_STORE_URL, else the SQLite default) with `retention` (memories older than that
-    expire; None: kept until erased); on PostgreSQL each customer's turn is held across
-    processes too. `ask` is what asks Jev: by default `Jev().ask_async`, made at startup from
-    the environment (live with a key and no recording asked for); a stand-in in a unit test."""
+    expire; None: $MEMORYBOOK_RETENTION_DAYS, else kept until erased) and `store_options`
+    (open_store()'s other arguments: timeout=, clock=, ...); on PostgreSQL each customer's turn
+    is held across processes too. `ask` is what asks Jev: by default `Jev().ask_async`, made at
+    startup from the environment (live with a key and no recording asked for); a stand-in in a
+    unit test. `settings`: who may reach it, body limit, sweep interval (by default from the
+    environment: memorybook/service_settings.py)."""
+    settings = settings or ServiceSettings.from_environment()
+    retention = retention if retention is not None else settings.retention
+    store_options = dict(store_options or {})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -55,33 +91,37 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         shared = url.lower().startswith(("postgresql:", "postgres:"))
         app.state.ask = ask or Jev().ask_async
         app.state.memories = await asyncio.to_thread(open_store, url or None,
-                                                     retention=retention)
-        app.state.gates = PendingGates(CustomerTurns(url) if shared else None)
-        recovering = asyncio.create_task(recover_abandoned_gates(
-            app.state.memories, app.state.gates, ask=app.state.ask,
-            every=RECOVERY_INTERVAL_SECONDS))
+                                                     retention=retention, **store_options)
+        app.state.gates = PendingGates(CustomerTurns(url, **store_options) if shared else None)
+        background = [
+            asyncio.create_task(recover_abandoned_gates(
+                app.state.memories, app.state.gates, ask=app.state.ask,
+                every=RECOVERY_INTERVAL_SECONDS)),
+            asyncio.create_task(sweep_on_schedule(app.state.memories, settings.sweep_every)),
+        ]
         try:
             yield
         finally:
-            recovering.cancel()  # a gate it had begun stays recorded: it runs after a restart
-            with contextlib.suppress(asyncio.CancelledError):
-                await recovering
+            for task in background:  # a gate recovery had begun stays recorded: it runs later
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await app.state.gates.drain()
             await asyncio.to_thread(app.state.memories.close)
             if shared:
                 await asyncio.to_thread(app.state.gates.turns.close)
 
-    app = FastAPI(title="Jev memory service", lifespan=lifespan)
+    app = FastAPI(title="Jev memory service", lifespan=lifespan,
+                  description=f"Routes tickets with a memory per customer; {CUSTOMER_ID_RULE}.")
 
-    @app.post("/tickets")
-    async def route_ticket(request: Request):
-        try:
-            state = json.loads(await request.body())
-            customer_id(state)
-        except ValueError as error:  # not JSON, or no customer.id
-            reason = str(error) if isinstance(error, MissingCustomerIdError) else (
-                f"the body is not JSON ({error})")
-            return JSONResponse({"detail": reason}, status_code=422)
+    @app.post("/tickets", response_model=None,
+              responses={200: {"model": SystemOneResponse,
+                               "description": "Jev's routing answer, before the gate."},
+                         **GUARD_ANSWERS, **BODY_ANSWERS},
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                  "schema": {"$ref": "#/components/schemas/TicketState"}}}}})
+    async def route_ticket(request: Request) -> JSONResponse:
+        state = await read_ticket_state(request)
         try:
             response = await ask_with_memory_async(
                 state, ROUTE, request.app.state.memories, gates=request.app.state.gates,
@@ -89,21 +129,96 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         except RecordingMissError as miss:
             return JSONResponse({"detail": miss.summary, "likely_causes": miss.reasons,
                                  "how_to_record": miss.how_to_record}, status_code=503)
-        return response.model_dump(mode="json")
+        except MemoryStoreError as error:
+            return JSONResponse({"detail": store_failed(error)}, status_code=503)
+        except TypeSafeError as error:
+            return JSONResponse({"detail": one_line(describe_api_failure(error))},
+                                status_code=502)
+        return JSONResponse(response.model_dump(mode="json"))
 
-    @app.get("/customers/{customer}/memories")
-    async def memories_of(customer: str, request: Request):
-        running = request.app.state
-        async with running.gates.turn(customer):  # after the pending gates, here and elsewhere
-            await recover_gates(customer, running.memories, ask=running.ask)
-            saved = await asyncio.to_thread(running.memories.recall, customer)
+    @app.get("/customers/{customer}/memories", response_model=CustomerMemories,
+             response_model_exclude_unset=True, responses=GUARD_ANSWERS)
+    async def memories_of(customer: CustomerInPath, request: Request):
+        saved = await in_turn(request, "recall", customer)
         return {"customer_id": customer, "memories": saved}
 
-    @app.delete("/customers/{customer}/memories")
-    async def erase(customer: str, request: Request):
-        running = request.app.state
-        async with running.gates.turn(customer):  # erases the gates a stopped process left too
-            erased = await asyncio.to_thread(running.memories.forget_customer, customer)
+    @app.delete("/customers/{customer}/memories", response_model=Erased,
+                responses=GUARD_ANSWERS)
+    async def erase(customer: CustomerInPath, request: Request):
+        erased = await in_turn(request, "forget_customer", customer)
         return {"erased": len(erased)}
 
+    @app.get("/customers/{customer}/history", response_model=CustomerHistory,
+             responses=GUARD_ANSWERS)
+    async def history_of(customer: CustomerInPath, request: Request):
+        events = await in_turn(request, "history", customer)
+        return {"customer_id": customer, "events": [event._asdict() for event in events]}
+
+    @app.exception_handler(RequestValidationError)
+    async def refused(request: Request, invalid: RequestValidationError) -> JSONResponse:
+        first = invalid.errors()[0]
+        if tuple(first["loc"]) == ("path", "customer"):
+            return JSONResponse({"detail": refused_id(first.get("input"))}, status_code=422)
+        return JSONResponse({"detail": first_error(invalid.errors(), "")}, status_code=422)
+
+    def openapi() -> dict:
+        """FastAPI's schema, with POST's body (read by read_ticket_state(), not by FastAPI) and,
+        when a token is set, the bearer scheme every operation needs."""
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version,
+                                 description=app.description, routes=app.routes)
+            body = TicketState.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {})
+            components.setdefault("schemas", {}).update(body.pop("$defs", {}),
+                                                        TicketState=body)
+            if settings.token is not None:
+                components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+                schema["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi
+    app.add_middleware(Guard, settings=settings, methods_at=lambda path: methods_at(app, path))
     return app
+
+
+def methods_at(app: FastAPI, path: str) -> set[str]:
+    """Every method the app's routes take at `path`, across all the routes matching it."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        pattern = getattr(route, "path_regex", None)
+        if pattern is not None and pattern.match(path) and getattr(route, "methods", None):
+            methods |= route.methods
+    return methods
+
+
+async def in_turn(request: Request, call: str, customer: str):
+    """The store's `call` for the customer, in a worker thread, in the customer's turn: after
+    every pending gate of theirs, here and in other processes, and any a stopped process left,
+    so that no gate saves behind it. 503 if the store fails or times out."""
+    running = request.app.state
+    try:
+        async with running.gates.turn(customer):
+            await recover_gates(customer, running.memories, ask=running.ask)
+            return await asyncio.to_thread(getattr(running.memories, call), customer)
+    except MemoryStoreError as error:
+        raise HTTPException(503, store_failed(error)) from None
+
+
+def store_failed(error: MemoryStoreError) -> str:
+    return f"the memory store failed: {one_line(redact(error))}"
+
+
+async def sweep_on_schedule(memories, every: timedelta) -> None:
+    """Delete expired memories every `every`, until cancelled (at shutdown). A sweep that fails
+    is logged in one line, and the next one is tried all the same."""
+    while True:
+        await asyncio.sleep(every.total_seconds())
+        try:
+            swept = await asyncio.to_thread(memories.sweep)
+        except Exception as error:  # the store may be down for a while: keep the service up
+            log.error(one_line(redact(f"sweeping expired memories failed: "
+                                      f"{type(error).__name__}: {error}")))
+        else:
+            if swept:
+                log.info("swept %d expired memories", swept)

@@ -173,10 +173,14 @@ async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResp
             await asyncio.to_thread(memories.save, customer, memory)
             return True
     except Exception as error:  # the reply has gone: log it, keep the service up
-        ticket = (state.get("ticket") or {}).get("id", "without an id")
+        # Read without a lookup that could raise here, whatever the state holds as its ticket.
+        ticket = state.get("ticket")
+        ticket_id = ticket.get("id") if isinstance(ticket, dict) else None
+        named = (f"ticket {ticket_id[:80]!r}" if isinstance(ticket_id, str) and ticket_id.strip()
+                 else "a ticket without an id")
         why = (describe_api_failure(error) if isinstance(error, TypeSafeError) else
                f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
-        log.error(redact(f"gate for customer {customer}, ticket {ticket} failed, "
+        log.error(redact(f"gate for customer {customer[:80]!r}, {named}, failed, "
                          f"nothing saved: {why}"))
     if pending is not None and verdict is None:  # the gate failed, not the store: no retry
         with contextlib.suppress(Exception):  # left recorded, it runs after a restart

@@ -82,7 +82,7 @@ def test_the_layout_list_is_the_tree():
 def test_each_everyday_change_has_its_recipe():
     recipes = CONTRIBUTING.split("## Everyday changes", 1)[1].split("\n## ", 1)[0]
     for change in ("Change the library", "Change a ticket", "Reword a question",
-                   "Add a store backend", "Add a notebook"):
+                   "Add a store backend", "Add an endpoint", "Add a notebook"):
         assert f"**{change}" in recipes, (
             f"CONTRIBUTING.md's 'Everyday changes' lacks the recipe '{change}': "
             "tests/test_recipes.py follows it")

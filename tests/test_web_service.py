@@ -34,6 +34,7 @@ from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-key-3f9a1c7e55d2"
 CANARY_PASSWORD = "canary-password-b81e0d"
+SENT_AS_JSON = {"Content-Type": "application/json"}
 
 
 def my_ticket(customer: str, ticket_id: str, text: str = "We self-host on Linux.") -> dict:
@@ -202,6 +203,39 @@ def test_a_failing_gate_leaves_the_reply_intact_and_is_logged_once_without_secre
     assert CANARY_KEY not in caplog.text and CANARY_PASSWORD not in caplog.text, caplog.text
 
 
+@pytest.mark.parametrize("ticket", [
+    {"id": "T-901"}, "T-901", ["T-901"], None, {"id": 901}, {"id": "  "}, {}, "missing"])
+def test_a_failing_gate_is_logged_once_naming_the_ticket_whatever_the_state_holds(
+        caplog, ticket):
+    state = {"customer": {"id": "C-1042"}}
+    if ticket != "missing":
+        state["ticket"] = ticket
+    jev = SlowGate()
+
+    async def failing_gate(state, questions):
+        if "remember" in questions:
+            raise RuntimeError("the gate's endpoint is down")
+        return await jev.ask_async(state, questions)
+
+    async def scenario():
+        gates = PendingGates()
+        await ask_with_memory_async(state, ROUTE, InMemoryMemories(), gates=gates,
+                                    ask=failing_gate)
+        await gates.drain()
+        return [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+
+    with caplog.at_level(logging.ERROR):
+        left = asyncio.run(scenario())
+    records = [r for r in caplog.records if r.name == "memorybook"]
+    assert len(records) == 1 and left == [], (
+        f"a gate failing on a state whose ticket is {ticket!r} was logged {len(records)} times: "
+        "keep_if_worth_it() (memorybook/wrapper.py) must log once, its own lookup of the ticket "
+        f"never raising inside its except; other log records: {caplog.text}")
+    message = records[0].getMessage()
+    named = "T-901" if ticket == {"id": "T-901"} else "without an id"
+    assert "C-1042" in message and named in message and "endpoint is down" in message, message
+
+
 def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_logged(
         monkeypatch, caplog):
     with LoopbackSystemOne({}) as server:
@@ -274,7 +308,7 @@ def test_a_live_gate_that_times_out_or_fails_leaves_the_reply_intact(monkeypatch
 async def in_process(app):
     async with LifespanManager(app) as running:
         transport = httpx2.ASGITransport(app=running.app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://service") as http:
+        async with httpx2.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield http
 
 
@@ -289,7 +323,8 @@ def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothi
 
         async def scenario():
             async with in_process(app) as http:
-                return [await http.post("/tickets", content=body) for body in (
+                return [await http.post("/tickets", content=body, headers=SENT_AS_JSON)
+                        for body in (
                     b"{not json", b"\xff\xfe", json.dumps({"ticket": {"id": "T-1"}}),
                     json.dumps(["C-1042"]), json.dumps(my_ticket("C-1042", "T-999")))]
 

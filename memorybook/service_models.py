@@ -1,0 +1,227 @@
+"""The service's contract: the rule for customer ids, and a typed model for the body of every
+request and answer, as its OpenAPI schema (`/openapi.json`) shows them.
+
+A customer id travels in a URL path (`/customers/{id}/memories`), so the service takes only the
+ids every client can put there and the routes can read back: `CUSTOMER_ID_RULE`. POST refuses
+any other with 422 naming the rule, so every memory it files is reachable by GET and DELETE.
+`read_ticket_state()` reads POST's body: JSON only (415), within the nesting a memory may hold,
+UTF-8 throughout, shaped as `TicketState`; each refusal is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from memorybook.memory import MEMORY_KEY, customer_id
+from memorybook.store.retention import EVENTS
+from memorybook.store.validation import MAX_MEMORY_NESTING, shown
+
+CUSTOMER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+CUSTOMER_ID_RULE = ("a customer id is 1 to 128 characters of ASCII letters, digits and . _ : @ -, "
+                    "the first a letter or digit")
+_CUSTOMER_ID = re.compile(CUSTOMER_ID_PATTERN.removeprefix("^").removesuffix("$"))
+# A memory is {"request": state, ...}: one level more than the state it keeps.
+MAX_STATE_NESTING = MAX_MEMORY_NESTING - 1
+
+CustomerId = Annotated[str, Field(pattern=CUSTOMER_ID_PATTERN, description=CUSTOMER_ID_RULE)]
+
+
+def follows_the_id_rule(value: object) -> bool:
+    return isinstance(value, str) and _CUSTOMER_ID.fullmatch(value) is not None
+
+
+def refused_id(value: object) -> str:
+    """The one-line reason a customer id is refused: the rule, and what came."""
+    return f"customer id {shown(value)} refused: {CUSTOMER_ID_RULE}."
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+
+class Customer(BaseModel):
+    """Who the ticket is from; an app may add its own fields, which Jev reads too."""
+
+    model_config = ConfigDict(extra="allow")
+    id: CustomerId
+
+
+class Ticket(BaseModel):
+    """The ticket, as `ticket_state()` builds it: its id, and what the app adds."""
+
+    model_config = ConfigDict(extra="allow")
+    id: Annotated[str, Field(pattern=r"\S", description="The ticket's id: not blank.")]
+
+
+def _memories_are_the_services_to_add(schema: dict[str, Any]) -> None:
+    schema["properties"][MEMORY_KEY] = {
+        "not": {}, "description": "The service adds the customer's memories here; a request "
+        "may not bring its own."}
+
+
+class TicketState(BaseModel):
+    """A state as `ticket_state()` builds it: the customer and the ticket, and any other fields
+    the app sends Jev. Nested at most MAX_STATE_NESTING levels."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=_memories_are_the_services_to_add)
+    customer: Customer
+    ticket: Ticket
+
+    @model_validator(mode="before")
+    @classmethod
+    def brings_no_memories(cls, state: Any) -> Any:
+        if isinstance(state, dict) and MEMORY_KEY in state:
+            raise ValueError(f"{MEMORY_KEY} is the service's to fill with the customer's "
+                             "memories; leave it out")
+        return state
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    """Why a request was refused or could not be answered, in one line."""
+
+    detail: str
+
+
+class Unavailable(Problem):
+    """503: the store failed or timed out, or (replaying without a key) Jev's answer is not in
+    the recording: then what was missing, its likely causes and how to record it."""
+
+    likely_causes: list[str] | None = None
+    how_to_record: str | None = None
+
+
+class Memory(BaseModel):
+    """One memory: the request as it arrived, and Jev's answer to each of its questions."""
+
+    model_config = ConfigDict(extra="allow")
+    request: dict[str, Any]
+    jev_answered: dict[str, Any] | None = None  # absent from a memory an app saved without it
+
+
+class CustomerMemories(BaseModel):
+    customer_id: str
+    memories: list[Memory]
+
+
+class Erased(BaseModel):
+    erased: int = Field(description="How many of the customer's memories were erased.")
+
+
+class HistoryEntry(BaseModel):
+    """One thing that happened to one of a customer's memories: never its content."""
+
+    event: Literal[EVENTS]  # type: ignore[valid-type]
+    ticket_id: str | None = Field(description="None for a memory unreadable when it went.")
+    at: datetime
+
+
+class CustomerHistory(BaseModel):
+    customer_id: str
+    events: list[HistoryEntry]
+
+
+# Statuses every route may answer, before it runs (memorybook/service_guard.py).
+GUARD_ANSWERS = {
+    400: {"model": Problem, "description": "The Host header names no host this service "
+          "answers to (MEMORYBOOK_ALLOWED_HOSTS)."},
+    401: {"model": Problem, "description": "MEMORYBOOK_SERVICE_TOKEN is set and the request "
+          "has no `Authorization: Bearer` with it."},
+    403: {"model": Problem, "description": "The request came from beyond this machine and no "
+          "MEMORYBOOK_SERVICE_TOKEN is set."},
+    422: {"model": Problem, "description": "A customer id that breaks the rule, or a body the "
+          "service does not take; the reason in one line."},
+    503: {"model": Unavailable, "description": "The memory store failed or did not answer in "
+          "time; or, replaying without a key, Jev's answer is not in the recording."},
+}
+BODY_ANSWERS = {
+    413: {"model": Problem, "description": "The body is larger than MEMORYBOOK_MAX_BODY_BYTES "
+          "(1,000,000 by default)."},
+    415: {"model": Problem, "description": "The body was not sent as JSON (Content-Type: "
+          "application/json)."},
+    502: {"model": Problem, "description": "A live call to Jev failed or timed out."},
+}
+
+
+# -- reading POST's body -----------------------------------------------------------------------
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def nesting(value: object) -> int:
+    """How many levels of dicts and lists a decoded JSON value nests (0 for a plain value)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, level)
+            pending.extend((child, level + 1) for child in item)
+    return deepest
+
+
+def is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json"))
+
+
+async def read_ticket_state(request: Request) -> dict:
+    """POST's body as a state, or HTTPException 415 or 422 saying in one line why not. Only
+    the bytes the guard lets through are read (413 beyond MEMORYBOOK_MAX_BODY_BYTES)."""
+    content_type = request.headers.get("content-type", "")
+    if not is_json(content_type):
+        sent = f"not {shown(content_type)}" if content_type else "not without a Content-Type"
+        raise HTTPException(415, f"send the state as JSON, with Content-Type: application/json "
+                                 f"({sent}).")
+    body = await request.body()
+    too_deep = HTTPException(422, f"the body nests more than {MAX_STATE_NESTING} levels of "
+                                  "objects and arrays, more than a memory may hold.")
+    try:
+        state = json.loads(body, parse_constant=_not_json)
+    except RecursionError:
+        raise too_deep from None
+    except ValueError as error:  # not JSON, not UTF-8, or a number Python will not read
+        raise HTTPException(422, f"the body is not JSON ({one_line(error)})") from None
+    if nesting(state) > MAX_STATE_NESTING:
+        raise too_deep
+    customer = state.get("customer") if isinstance(state, dict) else None
+    if isinstance(customer, dict) and "id" in customer:
+        if not follows_the_id_rule(customer["id"]):
+            raise HTTPException(422, refused_id(customer["id"]))
+    else:
+        try:
+            customer_id(state)  # the library's own words for a state without a customer
+        except ValueError as error:
+            raise HTTPException(422, one_line(error)) from None
+    try:
+        json.dumps(state, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HTTPException(422, "the body holds a lone surrogate (an unpaired \\ud800-\\udfff "
+                                 "escape), which is no text and cannot be stored.") from None
+    try:
+        TicketState.model_validate(state)
+    except ValidationError as invalid:
+        raise HTTPException(422, first_error(invalid.errors(), "the state's ")) from None
+    return state
+
+
+def first_error(errors: list, what: str) -> str:
+    """Pydantic's first complaint in one line: where, and what is wrong there."""
+    where = ".".join(map(str, errors[0]["loc"]))
+    message = one_line(errors[0]["msg"]).removeprefix("Value error, ")
+    return f"{what}{where}: {message}." if where else f"{message}."
+
+
+def one_line(message: object) -> str:
+    return (str(message).splitlines() or [""])[0]

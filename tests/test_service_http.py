@@ -1,0 +1,536 @@
+"""The service's HTTP contract, in process (memorybook/service.py, service_guard.py,
+service_models.py, service_settings.py): bad input is refused in one line and never gets a 500,
+only loopback hosts (or named ones) and, with a token, only its bearers are answered, a body is
+read only up to its limit and only as JSON, a failing store is a 503, every status is in the
+OpenAPI schema, and memories expire and are swept, with their history, over HTTP.
+Jev's answers here are a stand-in's, made up by each test. The same service over a loopback
+port, fuzzed: tests/test_service_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx2
+import pytest
+from asgi_lifespan import LifespanManager
+
+from memorybook import MadeUpJev, MemoryStoreError
+from memorybook.config import ConfigError
+from memorybook.memory import InMemoryMemories
+from memorybook.service import create_app
+from memorybook.service_settings import ServiceSettings
+from tests.helpers import REPO_ROOT
+
+JSON = {"Content-Type": "application/json"}
+TOKEN = "service-canary-token-7c41e9d2"
+RULE = "1 to 128 characters of ASCII letters, digits and . _ : @ -"
+
+
+def made_up(state: dict, questions: dict) -> dict:
+    """Every ticket routed "general", and kept by the gate."""
+    return {"remember": 0.9} if "remember" in questions else {"team": "general"}
+
+
+def ticket(customer: str = "C-1042", ticket_id: str = "T-901") -> dict:
+    return {"customer": {"id": customer}, "ticket": {
+        "id": ticket_id, "received_on": "2026-10-02", "subject": "Question",
+        "messages": [{"from": "customer", "text": "We self-host on Linux."}]}}
+
+
+def service(tmp_path, **options):
+    jev = MadeUpJev(made_up)
+    return create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=jev.ask_async,
+                      **options), jev
+
+
+def talk(app, requests, base_url: str = "http://localhost"):
+    """Run `await requests(http)` with an httpx client on the app, between its startup and its
+    shutdown; return what it returns."""
+    async def scenario():
+        async with LifespanManager(app) as running:
+            transport = httpx2.ASGITransport(app=running.app)
+            async with httpx2.AsyncClient(transport=transport, base_url=base_url) as http:
+                return await requests(http)
+
+    return asyncio.run(scenario())
+
+
+def one_line(answer: httpx2.Response, status: int, where: str) -> str:
+    """The answer's detail, checked to be `status` with one line of JSON."""
+    assert answer.status_code == status, (
+        f"{answer.request.method} {answer.request.url.path}: {answer.status_code} "
+        f"{answer.text[:300]}, expected {status}: {where}")
+    assert answer.headers["content-type"].startswith("application/json"), answer.headers
+    detail = answer.json()["detail"]
+    assert isinstance(detail, str) and detail and "\n" not in detail, (
+        f"the {status}'s detail must be one line: {detail!r}")
+    return detail
+
+
+def nested(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+BAD_BODIES = {
+    "malformed JSON": b"{not json",
+    "JSON nested 2,000 deep": ("[" * 2000 + "]" * 2000).encode(),
+    "a state nested 2,000 deep": json.dumps(ticket())[:-1].encode()
+    + b', "extra": ' + nested(2000).encode() + b"}",
+    "a state nested 120 deep": json.dumps(ticket())[:-1].encode()
+    + b', "extra": ' + nested(120).encode() + b"}",
+    "NaN": json.dumps(ticket())[:-1].encode() + b', "score": NaN}',
+    "a 5,000-digit number": json.dumps(ticket())[:-1].encode() + b', "n": ' + b"7" * 5000
+    + b"}",
+    "a lone surrogate in the text": json.dumps(ticket()).replace(
+        "Linux", "Linux \\udc80").encode(),
+    "a ticket that is a string": json.dumps({**ticket(), "ticket": "T-901"}).encode(),
+    "no ticket id": json.dumps({**ticket(), "ticket": {"subject": "x"}}).encode(),
+    "memories of its own": json.dumps(
+        {**ticket(), "earlier_tickets_from_this_customer": [{"request": {}}]}).encode(),
+    "no customer": json.dumps({"ticket": {"id": "T-1"}}).encode(),
+    "a list": b'["C-1042"]',
+}
+REFUSED_IDS = ["", " ", "  \t", "\n", "\u00a0", "/", "a/b", "%2F", "C%2F1", "\ud800",
+               "C-1\udc00", "é", "a b", "C-1042\n", ".", "..", "-x", "A" * 129, 1042, None]
+
+
+@pytest.mark.parametrize("what", list(BAD_BODIES))
+def test_a_bad_body_gets_422_in_one_line_and_reaches_neither_jev_nor_the_store(
+        tmp_path, what):
+    app, jev = service(tmp_path)
+
+    async def requests(http):
+        answer = await http.post("/tickets", content=BAD_BODIES[what], headers=JSON)
+        return answer, await http.get("/customers/C-1042/history")
+
+    answer, history = talk(app, requests)
+    one_line(answer, 422, f"POST /tickets with {what} (read_ticket_state() in "
+                          "memorybook/service_models.py)")
+    assert jev.calls == [] and history.json()["events"] == [], (
+        f"POST /tickets with {what} asked Jev or filed a memory")
+
+
+@pytest.mark.parametrize("customer", REFUSED_IDS, ids=repr)
+def test_post_refuses_an_id_get_and_delete_could_not_reach_with_422_naming_the_rule(
+        tmp_path, customer):
+    app, jev = service(tmp_path)
+    body = json.dumps(ticket(customer)).encode()  # lone surrogates as \\u escapes
+    answer = talk(app, lambda http: http.post("/tickets", content=body, headers=JSON))
+    detail = one_line(answer, 422, f"customer.id {customer!r} must be refused")
+    assert RULE in detail, (
+        f"the 422 for customer.id {customer!r} must name the rule for ids (CUSTOMER_ID_RULE in "
+        f"memorybook/service_models.py): {detail}")
+    assert jev.calls == [], f"customer.id {customer!r} was routed"
+
+
+@pytest.mark.parametrize("path", ["%20", "%20%20", "%09", "%C3%A9", "a%20b", "%ED%A0%80",
+                                  "C-1%0A", "-x", "A" * 129])
+@pytest.mark.parametrize("method", ["GET memories", "DELETE memories", "GET history"])
+def test_get_and_delete_of_an_id_breaking_the_rule_get_422_naming_it(tmp_path, path, method):
+    app, _ = service(tmp_path)
+    verb, what = method.split()
+    answer = talk(app, lambda http: http.request(verb, f"/customers/{path}/{what}"))
+    assert RULE in one_line(answer, 422, f"{method} of customer {path!r}: the id rule, never "
+                                         "the store's ValueError (a 500)")
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "text/plain;charset=UTF-8",
+                                          "application/x-www-form-urlencoded",
+                                          "multipart/form-data; boundary=x", "application/xml"])
+def test_a_body_not_sent_as_json_gets_415_and_plants_nothing(tmp_path, content_type):
+    app, jev = service(tmp_path)
+    headers = {} if content_type is None else {"Content-Type": content_type}
+
+    async def requests(http):  # what a page elsewhere can send without asking first
+        answer = await http.post("/tickets", content=json.dumps(ticket()), headers=headers)
+        return answer, await http.get("/customers/C-1042/memories")
+
+    answer, listed = talk(app, requests)
+    assert "application/json" in one_line(answer, 415, "read_ticket_state() must refuse a "
+                                                       "body not sent as JSON, before reading it")
+    assert jev.calls == [] and listed.json()["memories"] == [], (
+        f"a {content_type} POST planted a memory")
+
+
+def test_a_body_over_the_limit_gets_413_before_it_is_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORYBOOK_MAX_BODY_BYTES", "2000")
+    app, jev = service(tmp_path)
+    large = json.dumps({**ticket(), "padding": "x" * 3000}).encode()
+    chunks_read = []
+
+    async def chunked():  # no Content-Length: the limit holds while reading
+        for start in range(0, 200_000, 1000):
+            chunks_read.append(start)
+            yield large[:1000] if start == 0 else b" " * 1000
+
+    async def requests(http):
+        return [await http.post("/tickets", content=large, headers=JSON),
+                await http.post("/tickets", content=chunked(), headers=JSON),
+                await http.post("/tickets", json=ticket())]
+
+    declared, streamed, small = talk(app, requests)
+    for answer in (declared, streamed):
+        assert "2,000 bytes" in one_line(answer, 413, "the Guard (memorybook/service_guard.py) "
+                                                      "must refuse a body over the limit")
+    assert len(chunks_read) <= 4, (
+        f"{len(chunks_read)} chunks of 1,000 bytes were read for a limit of 2,000: the limit "
+        "must hold while reading (Guard.limited())")
+    assert small.status_code == 200 and len(jev.calls) == 2, small.text  # the route and a gate
+
+
+def test_the_default_body_limit_is_1_mb(tmp_path):
+    app, _ = service(tmp_path)
+    within = json.dumps({**ticket(), "padding": "x" * 990_000})
+    beyond = json.dumps({**ticket(), "padding": "x" * 1_000_000})
+
+    async def requests(http):
+        return [await http.post("/tickets", content=body, headers=JSON)
+                for body in (within, beyond)]
+
+    taken, refused = talk(app, requests)
+    assert taken.status_code == 200, taken.text[:300]
+    one_line(refused, 413, "MEMORYBOOK_MAX_BODY_BYTES defaults to 1,000,000")
+
+
+class FailingStore(InMemoryMemories):
+    """A store whose every call fails, as one on a stopped database does."""
+
+    def fail(self, *args, **kwargs):
+        raise MemoryStoreError("recall() had no answer from db.example within 1 s; it "
+                               "connects again at the next call\nsecond line")
+
+    recall = save = forget_customer = history = sweep = fail
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_failing_store_is_a_503_in_one_line_on_every_route(tmp_path, monkeypatch):
+    monkeypatch.setattr("memorybook.service.open_store", lambda *args, **kwargs: FailingStore())
+    app, _ = service(tmp_path)
+
+    async def requests(http):
+        return [await http.post("/tickets", json=ticket()),
+                await http.get("/customers/C-1042/memories"),
+                await http.delete("/customers/C-1042/memories"),
+                await http.get("/customers/C-1042/history")]
+
+    for answer in talk(app, requests):
+        detail = one_line(answer, 503, "a MemoryStoreError must be a 503 (in_turn() and "
+                                       "route_ticket() in memorybook/service.py)")
+        assert "no answer from db.example" in detail, detail
+
+
+def test_a_frozen_postgresql_store_is_a_503_within_its_timeout(tmp_path, monkeypatch):
+    import psycopg
+
+    from tests.helpers import new_key
+    from tests.store.conftest import PostgresBackend
+
+    monkeypatch.setenv("MEMORYBOOK_STORE_KEY", new_key())
+    with PostgresBackend.fresh(tmp_path) as backend:
+        name = f"memorybook-service-{os.getpid()}-{time.monotonic_ns()}"
+        jev = MadeUpJev(made_up)
+        app = create_app(f"{backend.url}&application_name={name}", ask=jev.ask_async,
+                         store_options={"timeout": 1})
+
+        async def frozen(http, method: str, path: str, **options):
+            """The answer to a request while the store's server process is stopped."""
+            # after a time-out the store connects again at its next call: this one
+            assert (await http.get("/customers/C-1/memories")).status_code == 200
+            with psycopg.connect(backend.url) as admin:  # the store's, and the turns'
+                pids = [pid for (pid,) in admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                    (name,)).fetchall()]
+            assert pids, f"no connection of the service's under the name {name}"
+            for pid in pids:  # as a frozen host, or a network that drops everything
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                answer = await http.request(method, path, **options)
+                return answer, time.monotonic() - started
+            finally:
+                for pid in pids:
+                    os.kill(pid, signal.SIGCONT)
+
+        async def requests(http):
+            return [await frozen(http, "GET", "/customers/C-1042/memories"),
+                    await frozen(http, "DELETE", "/customers/C-1042/memories"),
+                    await frozen(http, "POST", "/tickets", json=ticket())]
+
+        answers = talk(app, requests)
+    for answer, seconds in answers:
+        one_line(answer, 503, "a store call that times out must be a 503")
+        print(f"{answer.request.method} on a frozen PostgreSQL store (timeout 1 s): 503 after "
+              f"{seconds:.1f} s")
+        assert seconds < 1 + 1 + 2, f"the 503 took {seconds:.1f} s for a timeout of 1 s"
+
+
+def test_options_and_405_list_every_method_a_path_takes(tmp_path):
+    app, _ = service(tmp_path)
+
+    async def requests(http):
+        return [await http.options("/customers/C-1042/memories"),
+                await http.patch("/customers/C-1042/memories"),
+                await http.options("/tickets"), await http.get("/tickets")]
+
+    options, patch, options_tickets, get_tickets = talk(app, requests)
+    assert options.status_code == 204 and options.headers["allow"] == "DELETE, GET, OPTIONS", (
+        f"OPTIONS must answer with every method of the path, DELETE included (Guard, "
+        f"memorybook/service_guard.py): {options.status_code} {options.headers}")
+    assert patch.headers["allow"] == "DELETE, GET, OPTIONS"
+    one_line(patch, 405, "PATCH is no method of the path")
+    assert options_tickets.headers["allow"] == "OPTIONS, POST"
+    one_line(get_tickets, 405, "GET /tickets")
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "localhost.evil.example",
+                                  "127.0.0.1.nip.io", "", "[::2]"])
+def test_a_host_that_is_not_a_loopback_name_gets_400_and_reads_nothing(tmp_path, host):
+    app, jev = service(tmp_path)
+
+    async def requests(http):
+        await http.post("/tickets", json=ticket())
+        return [await http.get("/customers/C-1042/memories", headers={"Host": host}),
+                await http.post("/tickets", json=ticket(ticket_id="T-2"), headers={"Host": host})]
+
+    for answer in talk(app, requests):
+        detail = one_line(answer, 400, f"Host {host!r}: DNS rebinding must read nothing "
+                                       "(Guard in memorybook/service_guard.py)")
+        assert "MEMORYBOOK_ALLOWED_HOSTS" in detail and "T-901" not in answer.text
+    assert len(jev.calls) == 2, "a request with a foreign Host was routed"
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:8000", "127.0.0.1:8000", "127.9.9.9",
+                                  "[::1]:8000", "LOCALHOST"])
+def test_loopback_hosts_are_answered(tmp_path, host):
+    app, _ = service(tmp_path)
+    answer = talk(app, lambda http: http.get("/customers/C-1/memories", headers={"Host": host}))
+    assert answer.status_code == 200, answer.text
+
+
+def test_allowed_hosts_and_a_token_open_the_service_beyond_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORYBOOK_ALLOWED_HOSTS", "memory.internal, other.internal")
+    app, _ = service(tmp_path)
+    beyond = talk(app, lambda http: http.get("/customers/C-1/memories"),
+                  base_url="http://memory.internal")
+    assert "MEMORYBOOK_SERVICE_TOKEN" in one_line(beyond, 403, "a request from beyond this "
+                                                  "machine without a token set")
+    monkeypatch.setenv("MEMORYBOOK_SERVICE_TOKEN", TOKEN)
+    app, _ = service(tmp_path)
+    answer = talk(app, lambda http: http.get("/customers/C-1/memories", headers={
+        "Authorization": f"Bearer {TOKEN}"}), base_url="http://memory.internal")
+    assert answer.status_code == 200, answer.text
+
+
+def test_with_a_token_every_request_needs_it_and_it_never_shows(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("MEMORYBOOK_SERVICE_TOKEN", TOKEN)
+    app, jev = service(tmp_path)
+    wrong = [{}, {"Authorization": TOKEN}, {"Authorization": f"Basic {TOKEN}"},
+             {"Authorization": f"Bearer {TOKEN[:-1]}"}, {"Authorization": f"Bearer {TOKEN}x"},
+             {"Authorization": "Bearer"}]
+    right = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def requests(http):
+        refused = []
+        for headers in wrong:
+            for method, path in [("POST", "/tickets"), ("GET", "/customers/C-1042/memories"),
+                                 ("DELETE", "/customers/C-1042/memories"),
+                                 ("OPTIONS", "/tickets"), ("GET", "/openapi.json")]:
+                refused.append(await http.request(method, path, json=ticket(),
+                                                  headers=headers))
+        taken = await http.post("/tickets", json=ticket(), headers=right)
+        return refused, taken, await http.get("/customers/C-1042/memories", headers=right)
+
+    with caplog.at_level(logging.DEBUG):
+        refused, taken, listed = talk(app, requests)
+    for answer in refused:
+        one_line(answer, 401, "MEMORYBOOK_SERVICE_TOKEN set: a request without it as a bearer "
+                              "token (Guard, memorybook/service_guard.py)")
+        assert answer.headers["www-authenticate"] == "Bearer"
+    assert taken.status_code == 200 and len(listed.json()["memories"]) == 1, listed.text
+    assert len(jev.calls) == 2, "a request without the token reached Jev"
+    for answer in (*refused, taken, listed):
+        assert TOKEN not in answer.text and TOKEN not in str(answer.headers)
+    assert TOKEN not in caplog.text
+    assert TOKEN not in repr(ServiceSettings.from_environment())
+
+
+@pytest.mark.parametrize("setting", ["MEMORYBOOK_SERVICE_TOKEN=short",
+                                     "MEMORYBOOK_SERVICE_TOKEN=a token with spaces inside",
+                                     "MEMORYBOOK_MAX_BODY_BYTES=1e6",
+                                     "MEMORYBOOK_MAX_BODY_BYTES=0",
+                                     "MEMORYBOOK_RETENTION_DAYS=-1",
+                                     "MEMORYBOOK_SWEEP_MINUTES=soon"])
+def test_an_unusable_setting_stops_create_app_in_one_line(monkeypatch, setting):
+    name, _, value = setting.partition("=")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as raised:
+        create_app("sqlite:///unused.sqlite3")
+    assert "\n" not in str(raised.value) and name.split("_")[-1].lower() in str(
+        raised.value).lower(), raised.value
+    if "TOKEN" in name:
+        assert value not in str(raised.value), "the message repeats the token"
+
+
+def run_make_serve(host: str, **env: str) -> subprocess.CompletedProcess:
+    """`make serve` on a port this test holds: a server it started anyway could not bind."""
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("MEMORYBOOK_", "MAKE", "TYPESAFE_"))}
+    with socket.create_server(("0.0.0.0", 0)) as held:
+        port = str(held.getsockname()[1])
+        return subprocess.run(["make", "--no-print-directory", "serve"], cwd=REPO_ROOT,
+                              env={**environment, "HOST": host, "PORT": port, **env},
+                              capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "memory.example"])
+def test_make_serve_refuses_to_bind_beyond_loopback_without_a_token(host):
+    started = time.monotonic()
+    refused = run_make_serve(host)
+    lines = [line for line in refused.stderr.splitlines() if not line.startswith("make: ")]
+    assert refused.returncode != 0 and len(lines) == 1, (
+        f"HOST={host} make serve without a token must stop with one line "
+        f"(memorybook/service_settings.py, the Makefile's serve): {refused.returncode} "
+        f"{refused.stderr}")
+    assert "MEMORYBOOK_SERVICE_TOKEN" in lines[0] and host in lines[0], lines[0]
+    assert "Uvicorn" not in refused.stderr and time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("host, token, allowed", [
+    ("127.0.0.1", None, True), ("localhost", None, True), ("::1", None, True),
+    ("0.0.0.0", TOKEN, True), ("0.0.0.0", None, False)])
+def test_the_check_before_make_serve(monkeypatch, host, token, allowed):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORYBOOK_")}
+    if token:
+        env["MEMORYBOOK_SERVICE_TOKEN"] = token
+    checked = subprocess.run([sys.executable, "-m", "memorybook.service_settings", host],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert (checked.returncode == 0) == allowed, checked.stderr
+    assert TOKEN not in checked.stderr
+
+
+class Clock:
+    """The store's time, which the test moves."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 10, 2, 9, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_expired_memories_are_never_recalled_and_are_swept_on_a_schedule(tmp_path):
+    clock = Clock()
+    app, _ = service(tmp_path, retention=timedelta(days=30), store_options={"clock": clock},
+                     settings=ServiceSettings(sweep_every=timedelta(seconds=0.05)))
+
+    async def requests(http):
+        async def listed():
+            memories = (await http.get("/customers/C-1042/memories")).json()["memories"]
+            return [memory["request"]["ticket"]["id"] for memory in memories]
+
+        async def events():
+            history = (await http.get("/customers/C-1042/history")).json()["events"]
+            return [(event["event"], event["ticket_id"]) for event in history]
+
+        await http.post("/tickets", json=ticket())
+        seen = {"saved": await listed()}
+        clock.now += timedelta(days=29)
+        seen["29 days on"] = await listed()
+        clock.now += timedelta(days=2)
+        seen["31 days on"] = await listed()
+        for _ in range(100):  # the sweeper runs every 0.05 s
+            if ("expired", "T-901") in await events():
+                break
+            await asyncio.sleep(0.05)
+        seen["history"] = await events()
+        clock.now -= timedelta(days=31)  # back: a swept memory never returns
+        seen["back"] = await listed()
+        tasks = asyncio.all_tasks()
+        return seen, tasks
+
+    seen, tasks = talk(app, requests)
+    assert seen["saved"] == seen["29 days on"] == ["T-901"], seen
+    assert seen["31 days on"] == [], (
+        f"a memory past its retention was recalled over HTTP: {seen}")
+    assert seen["history"] == [("saved", "T-901"), ("expired", "T-901")], (
+        "the sweeper (sweep_on_schedule() in memorybook/service.py) must delete expired "
+        f"memories, and history must show it: {seen['history']}")
+    assert seen["back"] == [], f"a swept memory came back when the clock went back: {seen}"
+    sweepers = [task for task in tasks if "sweep_on_schedule" in repr(task.get_coro())]
+    assert len(sweepers) == 1 and sweepers[0].done(), (
+        f"one sweeper must run while the service does, and stop at shutdown: {sweepers}")
+
+
+def test_the_history_holds_events_never_content(tmp_path):
+    app, _ = service(tmp_path)
+
+    async def requests(http):
+        await http.post("/tickets", json=ticket())
+        await http.delete("/customers/C-1042/memories")
+        await http.post("/tickets", json=ticket(ticket_id="T-902"))
+        return await http.get("/customers/C-1042/history")
+
+    history = talk(app, requests)
+    assert history.status_code == 200 and "Linux" not in history.text, history.text
+    assert [(e["event"], e["ticket_id"]) for e in history.json()["events"]] == [
+        ("saved", "T-902")], "DELETE erases the history with the memories"
+
+
+def test_retention_days_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORYBOOK_RETENTION_DAYS", "30")
+    app, _ = service(tmp_path)
+
+    async def scenario():
+        async with LifespanManager(app):
+            return app.state.memories.retention
+
+    assert asyncio.run(scenario()) == timedelta(days=30), (
+        "create_app() must open its store with MEMORYBOOK_RETENTION_DAYS")
+
+
+STATUSES = {"/tickets": {"post": {"200", "400", "401", "403", "413", "415", "422", "502", "503"}},
+            "/customers/{customer}/memories": {"get": {"200", "400", "401", "403", "422", "503"},
+                                               "delete": {"200", "400", "401", "403", "422",
+                                                          "503"}},
+            "/customers/{customer}/history": {"get": {"200", "400", "401", "403", "422", "503"}}}
+
+
+def test_the_openapi_schema_types_every_body_and_lists_every_status(tmp_path):
+    app, _ = service(tmp_path)
+    schema = talk(app, lambda http: http.get("/openapi.json")).json()
+    operations = {path: set(methods) for path, methods in schema["paths"].items()}
+    assert operations == {path: set(methods) for path, methods in STATUSES.items()}, operations
+    for path, methods in STATUSES.items():
+        for method, statuses in methods.items():
+            responses = schema["paths"][path][method]["responses"]
+            assert set(responses) == statuses, (
+                f"{method.upper()} {path} documents {sorted(responses)}, not {sorted(statuses)}")
+            for status, response in responses.items():
+                assert "$ref" in response["content"]["application/json"]["schema"], (
+                    f"{method.upper()} {path}'s {status} has no model")
+    body = schema["paths"]["/tickets"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/TicketState"}
+    state = schema["components"]["schemas"]["TicketState"]
+    assert state["required"] == ["customer", "ticket"], state
+    customer = schema["components"]["schemas"]["Customer"]["properties"]["id"]
+    assert RULE in customer["description"] and customer["pattern"], customer
+
+
+def test_the_token_is_in_the_schema_when_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORYBOOK_SERVICE_TOKEN", TOKEN)
+    app, _ = service(tmp_path)
+    schema = talk(app, lambda http: http.get("/openapi.json", headers={
+        "Authorization": f"Bearer {TOKEN}"})).json()
+    assert schema["security"] == [{"bearer": []}] and TOKEN not in json.dumps(schema)
+    assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
