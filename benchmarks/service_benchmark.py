@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks.markdown_table import markdown_table
+from benchmarks.schedule_floor import schedule
 from tools.loopback_replies import made_up_answer
 from tools.loopback_server import LoopbackSystemOne
 
@@ -114,25 +115,24 @@ def tickets_at_once(customers: int, first_number: int) -> list[dict]:
             for t in range(TICKETS_PER_CUSTOMER) for c in range(customers)]
 
 
-async def all_at_once(states: list[dict], through_service: bool) -> tuple[float, list[float],
-                                                                         dict[str, list]]:
-    """Every state sent at once, at most IN_FLIGHT requests to Jev at a time."""
+async def all_at_once(states: list[dict], through_service: bool,
+                      server: LoopbackSystemOne) -> tuple[float, list[float], dict[str, list], int]:
+    """Every state sent at once, at most IN_FLIGHT requests to Jev at a time, routing ahead of
+    gates: the service's own cap, or the same InFlight around the async wrapper. Returns the wall
+    time, each reply's time, each customer's memories and the most requests Jev had at once."""
     from asgi_lifespan import LifespanManager
     from httpx2 import ASGITransport, AsyncClient
 
     from memorybook import InMemoryMemories, Jev, PendingGates, ask_with_memory_async
     from memorybook.example import ROUTE
+    from memorybook.in_flight import InFlight
     from memorybook.service import create_app
+    from memorybook.service_settings import ServiceSettings
 
     ask_async = Jev().ask_async  # live: a key, and no recording asked for
-    in_flight = asyncio.Semaphore(IN_FLIGHT)
-
-    async def limited(request_state, questions):
-        async with in_flight:
-            return await ask_async(request_state, questions)
-
     replies: list[float] = []
     customers = sorted({s["customer"]["id"] for s in states})
+    server.most_in_flight = 0
 
     async def send(call) -> None:
         started = time.perf_counter()
@@ -141,7 +141,8 @@ async def all_at_once(states: list[dict], through_service: bool) -> tuple[float,
 
     if through_service:
         store = Path(tempfile.mkdtemp()) / "at_once.sqlite3"
-        app = create_app(f"sqlite:///{store}", ask=limited)
+        settings = ServiceSettings.from_environment(max_in_flight=IN_FLIGHT)
+        app = create_app(f"sqlite:///{store}", ask=ask_async, settings=settings)
         async with LifespanManager(app) as running:
             transport = ASGITransport(app=running.app)
             async with AsyncClient(transport=transport, base_url="http://localhost",
@@ -152,15 +153,17 @@ async def all_at_once(states: list[dict], through_service: bool) -> tuple[float,
                 wall = time.perf_counter() - started
                 memories = {c: (await http.get(f"/customers/{c}/memories")).json()["memories"]
                             for c in customers}
-        return wall, replies, {c: ids(m) for c, m in memories.items()}
-    memories, gates = InMemoryMemories(), PendingGates()
+        return wall, replies, {c: ids(m) for c, m in memories.items()}, server.most_in_flight
+    memories, gates, in_flight = InMemoryMemories(), PendingGates(), InFlight(IN_FLIGHT)
+    asked = {"ask": in_flight.routing(ask_async), "ask_gate": in_flight.gating(ask_async)}
     started = time.perf_counter()
     await asyncio.gather(*(send(lambda s=s: ask_with_memory_async(s, ROUTE, memories,
-                                                                  gates=gates, ask=limited))
+                                                                  gates=gates, **asked))
                            for s in states))
     await gates.drain()
     wall = time.perf_counter() - started
-    return wall, replies, {c: ids(memories.recall(c)) for c in customers}
+    return (wall, replies, {c: ids(memories.recall(c)) for c in customers},
+            server.most_in_flight)
 
 
 def one_at_a_time(states: list[dict]) -> dict[str, list]:
@@ -190,9 +193,9 @@ def main() -> None:
             os.environ.pop(name, None)
         latencies = asyncio.run(reply_latencies(args.calls, 10_000))
         states = tickets_at_once(args.customers, 20_000)
-        at_once = {"ask_with_memory_async()": asyncio.run(all_at_once(states, False))}
+        at_once = {"ask_with_memory_async()": asyncio.run(all_at_once(states, False, server))}
         at_once["POST /tickets"] = asyncio.run(all_at_once(
-            tickets_at_once(args.customers, 40_000), True))
+            tickets_at_once(args.customers, 40_000), True, server))
         sequential = {"ask_with_memory_async()": one_at_a_time(states),
                       "POST /tickets": one_at_a_time(tickets_at_once(args.customers, 40_000))}
         requests = len(server.requests)
@@ -206,17 +209,21 @@ def main() -> None:
         median, high = figures(seconds)
         rows.append([name, f"{median:.3f} s", f"{high:.3f} s", f"{median / plain_median:.2f}x"])
     print(markdown_table(["call", "median", "p95", "median vs plain ask()"], rows))
+    floor_wall, floor_replies = schedule(args.customers, TICKETS_PER_CUSTOMER, IN_FLIGHT,
+                                         args.latency)
     print(f"\n{args.customers} customers x {TICKETS_PER_CUSTOMER} tickets at once, at most "
-          f"{IN_FLIGHT} requests in flight:\n")
+          f"{IN_FLIGHT} requests in flight, routing ahead of gates; beside each figure the "
+          f"floor, the best schedule at that cap and latency (benchmarks/schedule_floor.py):\n")
     rows = []
-    for name, (wall, replies, memories) in at_once.items():
+    for name, (wall, replies, memories, most) in at_once.items():
         same = memories == sequential[name]
         kept = sum(map(len, memories.values()))
-        rows.append([name, f"{wall:.1f} s", f"{p95(replies):.2f} s",
+        rows.append([name, f"{most}", f"{wall:.2f} s / {floor_wall:.2f} s = "
+                     f"{wall / floor_wall:.2f}x", f"{p95(replies):.2f} s / "
+                     f"{p95(floor_replies):.2f} s = {p95(replies) / p95(floor_replies):.2f}x",
                      f"{'yes' if same else 'NO'} ({kept} memories)"])
-    print(markdown_table(["through", "wall time", "reply p95",
+    print(markdown_table(["through", "most at once", "wall time / floor", "reply p95 / floor",
                           "memories = one at a time"], rows))
-
 
 if __name__ == "__main__":
     main()

@@ -33,6 +33,7 @@ from typesafe_sdk import SystemOneResponse, TypeSafeError
 from memorybook.api_errors import describe_api_failure
 from memorybook.example import ROUTE
 from memorybook.gates import PendingGates
+from memorybook.in_flight import InFlight
 from memorybook.jev import Jev
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
@@ -89,13 +90,15 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
     async def lifespan(app: FastAPI):
         url = store_url or os.environ.get(STORE_URL_ENV) or ""
         shared = url.lower().startswith(("postgresql:", "postgres:"))
-        app.state.ask = ask or Jev().ask_async
+        # At most settings.max_in_flight requests to Jev at once, replies' before gates'
+        asking, in_flight = ask or Jev().ask_async, InFlight(settings.max_in_flight)
+        app.state.ask, app.state.ask_gate = in_flight.routing(asking), in_flight.gating(asking)
         app.state.memories = await asyncio.to_thread(open_store, url or None,
                                                      retention=retention, **store_options)
         app.state.gates = PendingGates(CustomerTurns(url, **store_options) if shared else None)
         background = [
             asyncio.create_task(recover_abandoned_gates(
-                app.state.memories, app.state.gates, ask=app.state.ask,
+                app.state.memories, app.state.gates, ask=app.state.ask_gate,
                 every=RECOVERY_INTERVAL_SECONDS)),
             asyncio.create_task(sweep_on_schedule(app.state.memories, settings.sweep_every)),
         ]
@@ -125,7 +128,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         try:
             response = await ask_with_memory_async(
                 state, ROUTE, request.app.state.memories, gates=request.app.state.gates,
-                ask=request.app.state.ask)
+                ask=request.app.state.ask, ask_gate=request.app.state.ask_gate)
         except RecordingMissError as miss:
             return JSONResponse({"detail": miss.summary, "likely_causes": miss.reasons,
                                  "how_to_record": miss.how_to_record}, status_code=503)
@@ -199,7 +202,7 @@ async def in_turn(request: Request, call: str, customer: str):
     running = request.app.state
     try:
         async with running.gates.turn(customer):
-            await recover_gates(customer, running.memories, ask=running.ask)
+            await recover_gates(customer, running.memories, ask=running.ask_gate)
             return await asyncio.to_thread(getattr(running.memories, call), customer)
     except MemoryStoreError as error:
         raise HTTPException(503, store_failed(error)) from None

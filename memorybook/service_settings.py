@@ -6,6 +6,7 @@ how long memories live and how often the expired ones are swept.
     MEMORYBOOK_MAX_BODY_BYTES    the largest request body read (1,000,000)
     MEMORYBOOK_RETENTION_DAYS    how long a memory lives (unset: until erased)
     MEMORYBOOK_SWEEP_MINUTES     how often expired memories are deleted (60)
+    MEMORYBOOK_MAX_IN_FLIGHT     the most requests to Jev at once, routing ahead of gates (8)
 
 `make serve` runs `python -m memorybook.service_settings HOST` first: it refuses, in one line, to
 bind beyond this machine without a token.
@@ -21,6 +22,7 @@ import sys
 from datetime import timedelta
 
 from memorybook.config import ConfigError
+from memorybook.in_flight import DEFAULT_MAX_IN_FLIGHT, max_in_flight
 
 ALLOWED_HOSTS_ENV = "MEMORYBOOK_ALLOWED_HOSTS"
 TOKEN_ENV = "MEMORYBOOK_SERVICE_TOKEN"
@@ -55,6 +57,7 @@ class ServiceSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     retention: timedelta | None = None
     sweep_every: timedelta = DEFAULT_SWEEP_EVERY
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT  # requests to Jev at once (memorybook/in_flight.py)
 
     def __post_init__(self) -> None:
         if self.token is not None:
@@ -62,6 +65,9 @@ class ServiceSettings:
         if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
             raise ConfigError(f"max_body_bytes must be a positive integer, not "
                               f"{self.max_body_bytes!r}")
+        if not isinstance(self.max_in_flight, int) or self.max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be a positive integer, not "
+                              f"{self.max_in_flight!r}")
         if not isinstance(self.sweep_every, timedelta) or self.sweep_every <= timedelta(0):
             raise ConfigError(f"sweep_every must be a positive timedelta, not "
                               f"{self.sweep_every!r}")
@@ -77,6 +83,7 @@ class ServiceSettings:
             "max_body_bytes": int(positive_number(MAX_BODY_BYTES_ENV, DEFAULT_MAX_BODY_BYTES,
                                                   whole=True)),
             "retention": _days(positive_number(RETENTION_DAYS_ENV, None)),
+            "max_in_flight": max_in_flight(),
             "sweep_every": timedelta(minutes=positive_number(
                 SWEEP_MINUTES_ENV, DEFAULT_SWEEP_EVERY / timedelta(minutes=1))),
         }

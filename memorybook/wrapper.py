@@ -79,17 +79,21 @@ def ask_with_memory(state: dict, questions: dict, memories, *, ask: Ask | None =
 
 async def ask_with_memory_async(state: dict, questions: dict, memories, *,
                                 gates: PendingGates, ask: AskAsync | None = None,
+                                ask_gate: AskAsync | None = None,
                                 remember_at: float = REMEMBER_AT) -> SystemOneResponse:
     """ask_with_memory(), awaited, returning before its gate: the same arguments and response.
-    `gates` keeps each customer's calls in order; store calls run in a worker thread."""
+    `gates` keeps each customer's calls in order; store calls run in a worker thread. The gate
+    asks with `ask_gate`, by default `ask` (a service lets replies ahead of gates:
+    memorybook/in_flight.py)."""
     ask = ask or default_jev().ask_async
+    ask_gate = ask_gate or ask
     customer = customer_id(state)
     previous, done = gates.take_turn(customer)
     try:
         if previous is not None:
             await asyncio.shield(previous)
         await gates.hold(customer, done)
-        await recover_gates(customer, memories, ask=ask, remember_at=remember_at)
+        await recover_gates(customer, memories, ask=ask_gate, remember_at=remember_at)
         recalled = await asyncio.to_thread(memories.recall, customer)
         with threshold_named(remember_at):
             response = await ask(state_with_memories(state, recalled), questions)
@@ -97,7 +101,7 @@ async def ask_with_memory_async(state: dict, questions: dict, memories, *,
     except BaseException:
         gates.end_turn(customer, done, after=previous)
         raise
-    gate = keep_if_worth_it(state, questions, response, memories, ask, remember_at,
+    gate = keep_if_worth_it(state, questions, response, memories, ask_gate, remember_at,
                             pending=pending)
     gates.run_gate(gate, customer, done)
     return response

@@ -534,3 +534,36 @@ def test_the_token_is_in_the_schema_when_set(tmp_path, monkeypatch):
         "Authorization": f"Bearer {TOKEN}"})).json()
     assert schema["security"] == [{"bearer": []}] and TOKEN not in json.dumps(schema)
     assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+def test_the_service_asks_jev_at_most_max_in_flight_at_once_replies_before_gates(tmp_path):
+    from memorybook.service_settings import ServiceSettings
+
+    asked, now = [], {"in flight": 0, "most": 0}
+
+    async def slow_jev(state: dict, questions: dict):
+        now["in flight"] += 1
+        now["most"] = max(now["most"], now["in flight"])
+        asked.append("gate" if "remember" in questions else "route")
+        try:
+            await asyncio.sleep(0.02)
+            return await MadeUpJev(made_up).ask_async(state, questions)
+        finally:
+            now["in flight"] -= 1
+
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=slow_jev,
+                     settings=ServiceSettings.from_environment(max_in_flight=2))
+
+    async def requests(http):
+        answers = await asyncio.gather(*(http.post("/tickets", json=ticket(f"C-{n}", "T-1"))
+                                         for n in range(8)))
+        await app.state.gates.drain()
+        return answers
+
+    answers = talk(app, requests)
+    assert [answer.status_code for answer in answers] == [200] * 8
+    assert now["most"] == 2, (
+        f"the service had {now['most']} requests to Jev at once with max_in_flight=2: it must "
+        f"cap them (InFlight, memorybook/in_flight.py, in create_app()'s lifespan)")
+    assert asked[:8] == ["route"] * 8, (
+        f"with slots short, every waiting routing request goes before any gate: {asked}")
