@@ -16,6 +16,7 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     open_store(url, *, retention=None, max_memories=50, key=None)
                                           encrypted memories in SQLite or PostgreSQL, expiring
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
+    InFlight(limit=8)                     at most so many requests to Jev at once, replies first
     CustomerTurns(url)                    ... and across processes sharing a PostgreSQL store
     MadeUpJev(answer)                     a stand-in for Jev in unit tests
     service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
@@ -38,6 +39,7 @@ from memorybook.api_errors import (
 from memorybook.config import REMEMBER_AT, TYPESAFE_MODEL, ConfigError
 from memorybook.errors import MemorybookError
 from memorybook.gates import PendingGates
+from memorybook.in_flight import InFlight
 from memorybook.jev import Jev, Mode, default_jev, request_json
 from memorybook.memory import (
     GATE,
@@ -67,7 +69,7 @@ from memorybook.wrapper import ask_with_memory, ask_with_memory_async
 __all__ = [
     "GATE", "MEMORY_KEY", "REMEMBER_AT", "TYPESAFE_MODEL",
     "AnswerRefusedError", "CallTimeoutError", "CommitError", "ConfigError", "CustomerTurns",
-    "InMemoryMemories", "Jev", "LiveCallFailed", "MadeUpJev", "MemorybookError",
+    "InFlight", "InMemoryMemories", "Jev", "LiveCallFailed", "MadeUpJev", "MemorybookError",
     "MemoryNotFoundError", "MemoryStore", "MemoryStoreError", "MemoryStoreKeyError",
     "MissingCustomerIdError", "Mode", "PendingGates", "PlainHttpRefusedError",
     "ProxySettingError", "RecordingError", "RecordingMissError",
