@@ -7,8 +7,9 @@
 
 A reply waits for its routing request only; a gate runs after the reply has gone. So when every
 slot is taken, a waiting routing request is let in before any waiting gate: replies stay as
-quick as the cap allows, and the gates fill the slots the replies leave. Within each kind,
-first come, first served. The API's rate limits, and the official cookbooks' 8 workers, set the
+quick as the cap allows, and the gates fill the slots the replies leave. Gates never take the
+last slot (with more than one): while every gate hangs on a slow upstream, replies still go.
+Within each kind, first come, first served. The API's rate limits, and the official cookbooks' 8 workers, set the
 default (MEMORYBOOK_MAX_IN_FLIGHT).
 """
 
@@ -45,13 +46,16 @@ def max_in_flight() -> int:
 
 class InFlight:
     """A cap on the requests in flight, shared by everything asked through it, with routing
-    requests let in before gates. `busy` is how many are in flight now, `most` the most ever."""
+    requests let in before gates; gates never take the last slot (with more than one), so a
+    reply always has one, even while every gate hangs on a slow upstream. `busy` is how many are
+    in flight now, `most` the most ever."""
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = max_in_flight() if limit is None else limit
         if self.limit < 1:
             raise ConfigError(f"at most {self.limit} requests in flight: give at least 1")
-        self.busy = self.most = 0
+        self.gate_limit = max(1, self.limit - 1)  # one slot kept for replies
+        self.busy = self.most = self.gates_busy = 0
         self._waiting: list[tuple[int, int, asyncio.Future]] = []
         self._order = itertools.count()
 
@@ -60,7 +64,7 @@ class InFlight:
         return self._asking(ask, ROUTING)
 
     def gating(self, ask: AskAsync) -> AskAsync:
-        """`ask`, let in once no routing request waits."""
+        """`ask`, let in once no routing request waits, and never into the last slot."""
         return self._asking(ask, GATING)
 
     def _asking(self, ask: AskAsync, kind: int) -> AskAsync:
@@ -70,9 +74,14 @@ class InFlight:
 
         return asked
 
+    def _may_enter(self, kind: int) -> bool:
+        return self.busy < self.limit and (kind == ROUTING or self.gates_busy < self.gate_limit)
+
     @contextlib.asynccontextmanager
     async def _slot(self, kind: int):
-        if self.busy >= self.limit or self._waiting:
+        if self._may_enter(kind) and not any(ahead <= kind for ahead, _, _ in self._waiting):
+            self._take(kind)
+        else:
             turn = asyncio.get_running_loop().create_future()
             entry = (kind, next(self._order), turn)
             heapq.heappush(self._waiting, entry)
@@ -80,26 +89,27 @@ class InFlight:
                 await turn  # the slot is handed over, already counted
             except BaseException:
                 if turn.done() and not turn.cancelled():
-                    self._hand_on()  # it was handed to us as we were stopped: pass it on
-                else:
+                    self._leave(kind)  # it was handed to us as we were stopped: pass it on
+                elif entry in self._waiting:  # stopped while waiting: give the place up
                     self._waiting.remove(entry)
                     heapq.heapify(self._waiting)
                 raise
-        else:
-            self._take()
         try:
             yield
         finally:
-            self._hand_on()
+            self._leave(kind)
 
-    def _take(self) -> None:
+    def _take(self, kind: int) -> None:
         self.busy += 1
+        self.gates_busy += kind == GATING
         self.most = max(self.most, self.busy)
 
-    def _hand_on(self) -> None:
-        """A slot is free: give it to the first waiter (routing before gates), else free it."""
+    def _leave(self, kind: int) -> None:
+        """A slot is free: let in the waiters that may enter now (routing before gates)."""
         self.busy -= 1
-        if self._waiting:
-            _, _, turn = heapq.heappop(self._waiting)
-            self._take()
-            turn.set_result(None)
+        self.gates_busy -= kind == GATING
+        while self._waiting and self._may_enter(self._waiting[0][0]):
+            waiter_kind, _, turn = heapq.heappop(self._waiting)
+            if not turn.done():  # not a waiter stopped meanwhile
+                self._take(waiter_kind)
+                turn.set_result(None)

@@ -23,7 +23,7 @@ def test_never_more_than_the_limit_in_flight_and_routing_goes_ahead_of_waiting_g
         cap = InFlight(2)
         routing, gating = cap.routing(ask), cap.gating(ask)
         gates = [asyncio.create_task(gating({"name": f"gate {n}"}, {})) for n in range(4)]
-        await asyncio.sleep(0)  # the first two gates take both slots; two wait
+        await asyncio.sleep(0)  # the first gate takes a slot, the last is kept; three wait
         routes = [asyncio.create_task(routing({"name": f"route {n}"}, {})) for n in range(3)]
         await asyncio.gather(*gates, *routes)
         return cap
@@ -31,9 +31,9 @@ def test_never_more_than_the_limit_in_flight_and_routing_goes_ahead_of_waiting_g
     cap = asyncio.run(scenario())
     assert cap.most == 2 and cap.busy == 0, (
         f"{cap.most} requests were in flight at once under a limit of 2 (memorybook/in_flight.py)")
-    assert started == ["gate 0", "gate 1", "route 0", "route 1", "route 2", "gate 2", "gate 3"], (
+    assert started == ["gate 0", "route 0", "route 1", "route 2", "gate 1", "gate 2", "gate 3"], (
         f"the waiting routing requests must go ahead of the waiting gates, each kind in order of "
-        f"arrival: {started}")
+        f"arrival, and gates never hold the last slot: {started}")
 
 
 def test_a_request_stopped_while_it_waits_gives_its_place_up():
@@ -66,3 +66,26 @@ def test_a_limit_that_is_not_a_whole_number_from_1_is_refused_saying_so(monkeypa
 def test_eight_by_default(monkeypatch):
     monkeypatch.delenv("MEMORYBOOK_MAX_IN_FLIGHT", raising=False)
     assert InFlight().limit == 8
+
+
+def test_gates_that_hang_never_take_the_last_slot_from_the_replies():
+    async def ask(state: dict, questions: dict):
+        await asyncio.sleep(3600 if state["name"].startswith("gate") else 0.01)
+        return state["name"]
+
+    async def scenario() -> list:
+        cap = InFlight(3)
+        hanging = [asyncio.create_task(cap.gating(ask)({"name": f"gate {n}"}, {}))
+                   for n in range(5)]
+        await asyncio.sleep(0)
+        replies = [await asyncio.wait_for(cap.routing(ask)({"name": f"route {n}"}, {}), 2)
+                   for n in range(3)]
+        busy = (cap.busy, cap.gates_busy)
+        for task in hanging:
+            task.cancel()
+        await asyncio.gather(*hanging, return_exceptions=True)
+        return [replies, busy, cap.busy]
+
+    assert asyncio.run(scenario()) == [["route 0", "route 1", "route 2"], (2, 2), 0], (
+        "with every gate hanging, gates may hold all slots but one, and replies go through the "
+        "last (InFlight.gate_limit, memorybook/in_flight.py)")

@@ -567,3 +567,29 @@ def test_the_service_asks_jev_at_most_max_in_flight_at_once_replies_before_gates
         f"cap them (InFlight, memorybook/in_flight.py, in create_app()'s lifespan)")
     assert asked[:8] == ["route"] * 8, (
         f"with slots short, every waiting routing request goes before any gate: {asked}")
+
+
+def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
+    from memorybook.service_settings import ServiceSettings
+
+    released = asyncio.Event()
+
+    async def hanging_gates(state: dict, questions: dict):
+        if "remember" in questions:
+            await released.wait()  # an upstream that holds every gate's request
+        return await MadeUpJev(made_up).ask_async(state, questions)
+
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=hanging_gates,
+                     settings=ServiceSettings.from_environment(max_in_flight=3))
+
+    async def requests(http):
+        try:
+            return [await asyncio.wait_for(http.post("/tickets", json=ticket(f"C-{n}", "T-1")),
+                                           10) for n in range(10)]
+        finally:  # then the gates end, and so can the app
+            released.set()
+            await app.state.gates.drain()
+
+    assert [answer.status_code for answer in talk(app, requests)] == [200] * 10, (
+        "with every gate hanging, the replies must still go: gates never take the last slot "
+        "(InFlight.gate_limit, memorybook/in_flight.py)")

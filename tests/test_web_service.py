@@ -737,7 +737,8 @@ def test_gates_pending_when_the_service_is_killed_run_once_after_a_restart(
     with (fresh_location(backend_name, tmp_path, monkeypatch) as backend,
           LoopbackSystemOne({}, answer_with=hanging) as hangs,
           LoopbackSystemOne({}, answer_with=answering) as answers):
-        env = {"MEMORYBOOK_STORE_KEY": backend.key}
+        # Room for all 20 gates in flight at once (the cap keeps one slot for replies).
+        env = {"MEMORYBOOK_STORE_KEY": backend.key, "MEMORYBOOK_MAX_IN_FLIGHT": "32"}
         try:
             with services(1, backend.url, hangs.base_url, tmp_path, **env) as [(first, url)]:
                 for ticket in tickets:
