@@ -9,8 +9,8 @@ A reply waits for its routing request only; a gate runs after the reply has gone
 slot is taken, a waiting routing request is let in before any waiting gate: replies stay as
 quick as the cap allows, and the gates fill the slots the replies leave. Gates never take the
 last slot (with more than one): while every gate hangs on a slow upstream, replies still go.
-Within each kind, first come, first served. The API's rate limits, and the official cookbooks' 8 workers, set the
-default (MEMORYBOOK_MAX_IN_FLIGHT).
+Within each kind, first come, first served. The API's rate limits, and the official cookbooks'
+8 workers, set the default (MEMORYBOOK_MAX_IN_FLIGHT).
 """
 
 from __future__ import annotations
