@@ -13,12 +13,10 @@ into with one, as the notebooks always have.
 
 from __future__ import annotations
 
-import functools
-
 from typesafe_sdk import Choice, SystemOneResponse
 
 from memorybook.config import recording_path
-from memorybook.jev import Jev
+from memorybook.jev import Jev, made_once
 
 DATA = {
     "customers": {
@@ -118,7 +116,7 @@ ROUTE = {
 EXPECTED_TEAM = DATA["expected_team"]  # customer id -> message subject -> team
 
 
-@functools.cache
+@made_once
 def example_jev() -> Jev:
     """The Jev of the official example: the collection's recording ($MEMORYBOOK_RECORDING, else
     json_cache/json_cache.json) asked for, so replay without a key and record with one. Made at

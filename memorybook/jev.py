@@ -165,16 +165,24 @@ def _async_call(client):
     return _system_one
 
 
-_DEFAULT_LOCK = threading.Lock()
+def made_once(make):
+    """`make()` at the first call only, whichever threads call at once; the same object after.
+    (functools.cache may make it twice when two threads ask first together: two Jevs, two
+    caches, and a call one of them recorded asked live again by the other.)"""
+    lock, made = threading.Lock(), []
+
+    @functools.wraps(make)
+    def once():
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
+
+    return once
 
 
-@functools.cache
-def _made_from_the_environment() -> Jev:
-    return Jev()
-
-
+@made_once
 def default_jev() -> Jev:
     """The Jev the wrappers ask when given no `ask=`: `Jev()`, made at its first use from the
     environment as it is then, and kept for the process."""
-    with _DEFAULT_LOCK:
-        return _made_from_the_environment()
+    return Jev()

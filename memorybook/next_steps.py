@@ -9,7 +9,6 @@ recorded with a key and replayed without one (`next_steps_jev()`).
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable
 
@@ -25,7 +24,7 @@ from memorybook.config import (
     shown_path,
 )
 from memorybook.example import ROUTE
-from memorybook.jev import Jev
+from memorybook.jev import Jev, made_once
 from memorybook.memory import (
     GATE,
     as_memory,
@@ -39,7 +38,7 @@ from memorybook.memory import (
 NEXT_STEPS_RECORDING = recording_path().with_name("next_steps.json")
 
 
-@functools.cache
+@made_once
 def next_steps_jev() -> Jev:
     """The Jev the next steps ask: on next_steps.json, recorded into with a key and replayed
     without one; made at its first use."""

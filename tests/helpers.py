@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import json
 import os
 import re
@@ -85,7 +84,7 @@ def fresh_jev(monkeypatch, recording: Path | str | None = None, *, mode: str | N
     left untouched.
     """
     from memorybook import example, next_steps, replay
-    from memorybook.jev import Jev
+    from memorybook.jev import Jev, made_once
 
     for name in ("TYPESAFE_API_KEY", "TYPESAFE_ENDPOINT", "MEMORYBOOK_USAGE_LOG", "CI",
                  "MEMORYBOOK_RECORDING", "MEMORYBOOK_RECORD_MODE"):
@@ -95,7 +94,7 @@ def fresh_jev(monkeypatch, recording: Path | str | None = None, *, mode: str | N
     monkeypatch.setattr(replay, "MISSES_SO_FAR", [])
     for module, name in ((example, "example_jev"), (next_steps, "next_steps_jev")):
         made = getattr(module, name).__wrapped__
-        monkeypatch.setattr(module, name, functools.cache(made))
+        monkeypatch.setattr(module, name, made_once(made))
     return Jev(recording, mode=mode)
 
 

@@ -118,3 +118,28 @@ def test_every_error_an_app_can_catch_derives_from_memorybook_error():
     assert strays == [], (
         f"{strays} do not derive from memorybook.MemorybookError: add it to their bases where "
         f"they are defined")
+
+
+def test_threads_asking_first_together_share_one_jev_and_its_cache():
+    import threading
+    import time
+
+    from memorybook.jev import made_once
+
+    made = []
+
+    def make():
+        made.append(object())
+        time.sleep(0.05)  # long enough for every thread to ask meanwhile
+        return made[-1]
+
+    once, got = made_once(make), []
+    threads = [threading.Thread(target=lambda: got.append(once())) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and len(set(map(id, got))) == 1, (
+        f"{len(made)} objects were made for threads asking first together: the example's Jev "
+        f"must be made once (made_once(), memorybook/jev.py), or a call one Jev recorded is "
+        f"asked live again by the other")
