@@ -142,9 +142,8 @@ class Ours:
         mark = self._mark
         with contextlib.closing(self._connect()) as connection:
             connection.cursor().executemany(
-                "INSERT INTO memorybook_memories"
-                " (customer_digest, ticket_digest, sealed, expires_at)"
-                f" VALUES ({mark}, {mark}, {mark}, {mark})",
+                f"INSERT INTO memorybook_memories ({', '.join(SealedRow._fields)}, expires_at)"
+                f" VALUES ({', '.join([mark] * (len(SealedRow._fields) + 1))})",
                 [(*row, self._ends) for row in rows],
             )
             connection.execute(  # the count that as many saves would have left

@@ -19,10 +19,8 @@ from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys
 from memorybook.store.pending import GateRecords
 from memorybook.store.retention import (
-    EVICTED,
     EXPIRED,
     FORGOTTEN,
-    SAVED,
     SUPERSEDED,
     Clock,
     HistoryEvent,
@@ -95,11 +93,13 @@ class MemoryStore(Memories, Protocol):
 
 
 class SealedRow(NamedTuple):
-    """One memory as a row of the memories table stores it, in the table's column order."""
+    """One memory as a row of the memories table stores it; its expiry date aside, in the
+    table's column order."""
 
     customer_digest: bytes
     ticket_digest: bytes
     sealed: bytes
+    sealed_ticket: bytes  # the ticket id, sealed for history
 
 
 def _one_call_at_a_time(method: Callable) -> Callable:
@@ -166,7 +166,8 @@ class EncryptedStore(GateRecords):
                     f"(the key argument or ${STORE_KEY_ENV}{self._database.key_hint}), or point "
                     f"${STORE_URL_ENV} at a new store to start empty."
                 )
-            self._database.upgrade()
+            self._database.upgrade(lambda customer, ticket, sealed: self._sealed_ticket(
+                customer, self._ticket_in(customer, ticket, sealed)))
         except BaseException:
             self.close()
             raise
@@ -220,7 +221,7 @@ class EncryptedStore(GateRecords):
                       ) -> list[dict] | None:
         """save(), once checked; with ``gate_id``, the pending gate's row is deleted in the same
         transaction, and None is returned, with nothing saved, when that row is gone."""
-        customer, ticket, sealed = self._sealed(customer_id, ticket_id, text)
+        customer, ticket, sealed, sealed_ticket = self._sealed(customer_id, ticket_id, text)
         now = self._now()
         if expires_at is not None:
             ends = micros(expires_at, "expires_at")
@@ -232,49 +233,22 @@ class EncryptedStore(GateRecords):
                 )
         else:
             ends = None if self.retention is None else now + self.retention // _MICROSECOND
-        with self._database.write_transaction(customer):
-            # A pending gate's save: only while its row is there (not settled elsewhere, nor
-            # erased with its customer), deleted in this transaction.
-            if gate_id is not None and not self._delete_gate(customer, gate_id):
-                return None
-            # Each statement finds its rows through an index, reading no other row of the
-            # customer's: a save costs the same whatever the customer holds. On a server, they
-            # travel together; the history, the count and the commit follow them.
-            counted, expired, _, evicted = self._database.run_together([
-                ("SELECT memories FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
-                self._deleting_expired(customer, now),
-                (
-                    "INSERT INTO memorybook_memories"
-                    " (customer_digest, ticket_digest, sealed, expires_at) VALUES (?, ?, ?, ?)",
-                    (customer, ticket, sealed, ends),
-                ),
-                # Over the cap, only the customer's newest max_memories stay. The count says
-                # when the customer may be over it (it counts expired rows too); only then does
-                # the LIMIT let the customer's rows be read, the newest max_memories first.
-                (
-                    "DELETE FROM memorybook_memories WHERE id IN (SELECT id FROM"
-                    " memorybook_memories WHERE customer_digest = ? ORDER BY id DESC LIMIT CASE"
-                    " WHEN (SELECT memories FROM memorybook_counts WHERE customer_digest = ?) >= ?"
-                    " THEN ? ELSE 0 END OFFSET ?) RETURNING id, ticket_digest, sealed",
-                    (customer, customer, self.max_memories, _ALL_ROWS, self.max_memories),
-                ),
-            ])
-            evicted.sort()
-            self._record_all(customer, [
-                *self._expired_events(customer, expired),
-                (SAVED, ticket_id, now),
-                *((EVICTED, self._ticket_in(customer, ticket_digest, old_sealed), now)
-                  for _, ticket_digest, old_sealed in evicted),
-            ])
-            # After an eviction the customer holds exactly max_memories, whatever was counted.
-            [(before,)] = counted or [(0,)]
-            count = self.max_memories if evicted else max(0, before + 1 - len(expired))
-            self._database.run_before_commit(
-                "INSERT INTO memorybook_counts (customer_digest, memories) VALUES (?, ?)"
-                " ON CONFLICT (customer_digest) DO UPDATE SET memories = excluded.memories",
-                [(customer, count)],
-            )
-        if expired or evicted or gate_id is not None:
+        parameters = {
+            "customer": customer, "ticket": ticket, "sealed": sealed,
+            "sealed_ticket": sealed_ticket, "expires_at": ends,
+            "now": now, "max_memories": self.max_memories, "all_rows": _ALL_ROWS,
+        }
+        if gate_id is None:
+            evicted, deleted = self._database.save_alone(customer, parameters)
+        else:
+            with self._database.write_transaction(customer):
+                # A pending gate's save: only while its row is there (not settled elsewhere,
+                # nor erased with its customer), deleted in this transaction.
+                if not self._delete_gate(customer, gate_id):
+                    return None
+                evicted, deleted = self._database.run_save(parameters)
+        evicted.sort()
+        if deleted or gate_id is not None:
             self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
@@ -358,17 +332,16 @@ class EncryptedStore(GateRecords):
         keys = self._open_keys()
         customer_id = checked_customer_id(customer_id)
         customer = keys.customer_digest(customer_id)
-        with self._database.write_transaction(customer):
-            rows, events, _, gates = self._database.run_together([
-                ("DELETE FROM memorybook_memories WHERE customer_digest = ?"
-                 " RETURNING id, ticket_digest, sealed", (customer,)),
-                ("DELETE FROM memorybook_history WHERE customer_digest = ? RETURNING id",
-                 (customer,)),
-                ("DELETE FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
-                # A gate still to run would save a memory after this erasure.
-                (f"DELETE FROM {PENDING_TABLE} WHERE customer_digest = ? RETURNING id",
-                 (customer,)),
-            ])
+        rows, events, _, gates = self._database.run_alone(customer, [
+            ("DELETE FROM memorybook_memories WHERE customer_digest = ?"
+             " RETURNING id, ticket_digest, sealed", (customer,)),
+            ("DELETE FROM memorybook_history WHERE customer_digest = ? RETURNING id",
+             (customer,)),
+            ("DELETE FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
+            # A gate still to run would save a memory after this erasure.
+            (f"DELETE FROM {PENDING_TABLE} WHERE customer_digest = ? RETURNING id",
+             (customer,)),
+        ])
         rows = [(ticket, sealed) for _, ticket, sealed in sorted(rows)]
         if rows or events or gates:
             self._database.after_forget()
@@ -406,7 +379,12 @@ class EncryptedStore(GateRecords):
         keys = self._open_keys()
         customer = keys.customer_digest(customer_id)
         ticket = keys.ticket_digest(customer_id, ticket_id)
-        return SealedRow(customer, ticket, keys.seal(customer, ticket, text))
+        return SealedRow(customer, ticket, keys.seal(customer, ticket, text),
+                         self._sealed_ticket(customer, ticket_id))
+
+    def _sealed_ticket(self, customer: bytes, ticket_id: str | None) -> bytes:
+        """A ticket id as history holds it: sealed, bound to the customer (None: unreadable)."""
+        return self._open_keys().seal(customer, _HISTORY_AAD, json.dumps(ticket_id))
 
     @contextmanager
     def customer_lock(self, customer_id: str) -> Iterator[None]:
@@ -489,11 +467,10 @@ class EncryptedStore(GateRecords):
     def _record_all(self, customer: bytes, events: list[tuple[str, str | None, int]]) -> None:
         """Add events (name, ticket id, time) to the customer's history, in this order; each
         ticket id is sealed, as memories are. They are written before the commit."""
-        seal = self._open_keys().seal
         self._database.run_before_commit(
             "INSERT INTO memorybook_history (customer_digest, event, at, sealed_ticket)"
             " VALUES (?, ?, ?, ?)",
-            [(customer, event, at, seal(customer, _HISTORY_AAD, json.dumps(ticket_id)))
+            [(customer, event, at, self._sealed_ticket(customer, ticket_id))
              for event, ticket_id, at in events],
         )
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from memorybook.store.encryption import Keys
 from memorybook.store.schema import (
     EARLIER_FORMATS,
+    FILL_SEALED_TICKET,
     INSERT_META,
     READ_FORMAT,
     READ_KEY_CHECK,
     READ_META,
+    ROWS_WITHOUT_SEALED_TICKET,
     STORE_FORMAT,
     TABLES_LOCK,
     Dialect,
@@ -52,13 +54,15 @@ class SqlDatabase:
             )
         return bytes(meta["key_check"])
 
-    def upgrade(self) -> None:
+    def upgrade(self, seal_ticket: Callable[[bytes, bytes, bytes], bytes]) -> None:
         """Bring a store of an earlier format to this one, once its key is known to match.
 
         Adds what each later format has (format 2: the expiry column and the history tables;
-        format 3: the expiry index, each customer's count and the table of pending gates),
-        keeping every memory (those of format 1 never expire). A racing opener may have done it
-        already: then nothing is changed.
+        format 3: the expiry index, each customer's count and the table of pending gates;
+        format 4: each memory's ticket id sealed for history, which ``seal_ticket(customer,
+        ticket, sealed)`` gives for a row, and the backend's ``save_objects()``), keeping every
+        memory (those of format 1 never expire). A racing opener may have done it already: then
+        nothing is changed.
         """
         if self.stored_format == STORE_FORMAT:
             return
@@ -66,8 +70,13 @@ class SqlDatabase:
             [(stored,)] = self.run(READ_FORMAT)
             if bytes(stored) != STORE_FORMAT:
                 *changes, set_format = upgrade_tables(self.dialect, bytes(stored))
-                for statement in changes:
+                for statement in [*changes, *self.save_objects()]:
                     self.run(statement)
+                rows = self.run(ROWS_WITHOUT_SEALED_TICKET)
+                self.run_before_commit(FILL_SEALED_TICKET, [
+                    (seal_ticket(bytes(customer), bytes(ticket), bytes(sealed)), row_id)
+                    for row_id, customer, ticket, sealed in rows
+                ])
                 self.run(set_format, (STORE_FORMAT,))
         self.stored_format = STORE_FORMAT
 
@@ -77,7 +86,7 @@ class SqlDatabase:
         Runs inside a write transaction. A racing first opening may have made them already: then
         they are left as they are, and its key check value is returned.
         """
-        for statement in create_tables(self.dialect):
+        for statement in [*create_tables(self.dialect), *self.save_objects()]:
             self.run(statement)
         self.run(INSERT_META, (STORE_FORMAT, keys.check_value))
         [(check_value,)] = self.run(READ_KEY_CHECK)
@@ -119,6 +128,26 @@ class SqlDatabase:
         during which no other store object can find it gone too."""
         raise NotImplementedError
 
+    # -- saves (memorybook/store/saving.py) ---------------------------------------------------
+
+    def save_objects(self) -> list[str]:
+        """The statements that create what this backend's saves run on, beside the tables."""
+        return []
+
+    def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
+        """Inside a write transaction: the save's statements (saving.SAVE_STATEMENTS) with
+        these parameters (saving.SAVE_PARAMETERS). Returns the rows evicted (id, ticket digest,
+        sealed), and whether deleted rows are left for ``after_forget()`` to erase."""
+        raise NotImplementedError
+
+    def save_alone(
+        self, lock_key: bytes, parameters: dict[str, object]
+    ) -> tuple[list[tuple], bool]:
+        """A save in a transaction of its own, holding ``lock_key``'s write lock; as
+        ``run_save()``. A backend on a server does it in one trip."""
+        with self.write_transaction(lock_key):
+            return self.run_save(parameters)
+
     # -- what each backend provides ------------------------------------------------------
 
     def open_tables(self) -> tuple[Keys, bytes]:
@@ -133,6 +162,13 @@ class SqlDatabase:
         """Statements run in order, as ``run()`` runs each; the rows of each. A backend on a
         server sends them at once, and waits once for their answers."""
         return [self.run(sql, params) for sql, params in statements]
+
+    def run_alone(self, lock_key: bytes, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        """Statements in a write transaction of their own, holding ``lock_key``'s write lock; the
+        rows of each, once committed. A backend on a server sends them with the lock and the
+        commit, and waits once."""
+        with self.write_transaction(lock_key):
+            return self.run_together(statements)
 
     def run_before_commit(self, sql: str, rows: list[tuple]) -> None:
         """Inside a write transaction: a statement run once for each of ``rows``, whose result

@@ -18,6 +18,7 @@ from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
 from memorybook.store.retention import Clock
+from memorybook.store.saving import SAVE_FUNCTION, SAVE_PARAMETERS, postgres_save_function
 from memorybook.store.schema import (
     COUNTS_TABLE,
     HISTORY_TABLE,
@@ -88,6 +89,7 @@ class PostgresDatabase(SqlDatabase):
         self._url = url
         self._limits = self.timeout
         self._pipeline: Any = None  # psycopg's Pipeline while a write transaction uses one
+        self._transaction_lock = 0  # the advisory lock the latest write transaction took
         self._owners: set[int] = set()  # the advisory locks of the owners this session holds
         self._watchdog = Watchdog()
         self._watchdog.arm(self.deadline + 2 * POSTGRES_MARGIN_SECONDS)  # until the tables are open
@@ -127,6 +129,36 @@ class PostgresDatabase(SqlDatabase):
         except self._psycopg.Error as error:
             raise self._error(error) from None
 
+    def run_alone(self, lock_key: bytes, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
+        with self.write_transaction(lock_key):
+            cursors = [self._send(sql, params) for sql, params in statements]
+        try:  # the commit has been answered, and every statement's rows with it
+            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
+        except self._psycopg.Error as error:
+            raise self._error(error) from None
+
+    def save_objects(self) -> list[str]:
+        return [postgres_save_function(self.dialect)]
+
+    def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
+        return self._save(parameters, self._transaction_lock), False
+
+    def save_alone(
+        self, lock_key: bytes, parameters: dict[str, object]
+    ) -> tuple[list[tuple], bool]:
+        # One statement in a transaction of its own: the function takes the lock, then saves.
+        return self._save(parameters, _write_lock_id(lock_key)), False
+
+    def _save(self, parameters: dict[str, object], lock_id: int) -> list[tuple]:
+        """The save function's evicted rows. Inside a write transaction, which holds the lock
+        already, it takes it again, which changes nothing."""
+        # %b: the arguments travel in binary, the sealed memory as its bytes rather than hex.
+        arguments = ", ".join(["%b"] * (len(SAVE_PARAMETERS) + 1))
+        return self.run(
+            f"SELECT evicted_id, evicted_ticket, evicted_sealed FROM {SAVE_FUNCTION}({arguments})",
+            (*(parameters[name] for name in SAVE_PARAMETERS), lock_id),
+        )
+
     def flush(self) -> None:
         if self._pipeline is not None:
             try:
@@ -142,11 +174,7 @@ class PostgresDatabase(SqlDatabase):
         left. A save thus waits for the server twice. Without pipeline mode (a libpq older than
         14) each statement waits for its own answer.
         """
-        # The advisory lock serialises writers for one customer (and only them), so the
-        # count-then-evict step in save() sees every row committed before it.
-        lock_id = int.from_bytes(
-            hashlib.sha256(b"memorybook lock " + lock_key).digest()[:8], "big", signed=True
-        )
+        lock_id = self._transaction_lock = _write_lock_id(lock_key)
         with ExitStack() as pipeline:
             try:
                 if self._psycopg.Pipeline.is_supported():
@@ -410,6 +438,10 @@ class Watchdog:
         self._changed = threading.Condition()
         self._fileno: int | None = None
         self._deadline: float | None = None
+        # When the thread wakes next by itself (None: only when notified). A call's deadline
+        # at or after it needs no notify, which would wake the thread at every call: the thread
+        # wakes by then anyway, and reads the deadline of the call in progress.
+        self._wakes_at: float | None = None
         self._closed = False
         self._thread: threading.Thread | None = None
         self.fired = False
@@ -427,7 +459,8 @@ class Watchdog:
                     target=self._watch, name="memorybook-postgres-watchdog", daemon=True
                 )
                 self._thread.start()
-            self._changed.notify()
+            if self._wakes_at is None or self._wakes_at > deadline:
+                self._changed.notify()
 
     def disarm(self) -> None:
         with self._changed:
@@ -442,16 +475,26 @@ class Watchdog:
         with self._changed:
             while not self._closed:
                 if self._deadline is None:
+                    self._wakes_at = None
                     self._changed.wait()
                     continue
                 seconds_left = self._deadline - time.monotonic()
                 if seconds_left > 0:
+                    self._wakes_at = self._deadline
                     self._changed.wait(seconds_left)
                     continue
                 self._deadline, self.fired = None, True
                 if self._fileno is not None:
                     with suppress(OSError), socket.socket(fileno=os.dup(self._fileno)) as sock:
                         sock.shutdown(socket.SHUT_RDWR)
+
+
+def _write_lock_id(lock_key: bytes) -> int:
+    """The advisory lock that serialises the writers of one customer (and only them), so that
+    a save's count-then-evict step sees every row committed before it."""
+    return int.from_bytes(
+        hashlib.sha256(b"memorybook lock " + lock_key).digest()[:8], "big", signed=True
+    )
 
 
 def _owner_lock(owner: bytes) -> int:

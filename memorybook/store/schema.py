@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STORE_FORMAT = b"memorybook-store-3"  # the meta row "format": what this version writes
-FORMAT_1, FORMAT_2 = b"memorybook-store-1", b"memorybook-store-2"
+STORE_FORMAT = b"memorybook-store-4"  # the meta row "format": what this version writes
+FORMAT_1, FORMAT_2, FORMAT_3 = b"memorybook-store-1", b"memorybook-store-2", b"memorybook-store-3"
 # Formats this version opens and upgrades in place, under the tables' lock (upgrade_tables()).
 # Format 1 had neither expiry dates nor history: versions that only know it refuse format 2,
 # rather than recall expired memories and leave no history. Format 2 kept no count of each
 # customer's memories and no table of pending gates: versions that only know it refuse format 3,
 # rather than leave the counts wrong, or erase a customer and leave their pending gates to save
-# a memory after the erasure.
-EARLIER_FORMATS = (FORMAT_1, FORMAT_2)
+# a memory after the erasure. Format 3's memory rows lacked their sealed ticket id, which a save
+# of format 4 copies into history when a memory expires or is evicted (memorybook/store/saving.py;
+# on PostgreSQL, the function that saves): versions that only know format 3 refuse format 4,
+# rather than write rows without it.
+EARLIER_FORMATS = (FORMAT_1, FORMAT_2, FORMAT_3)
 TABLES_LOCK = b"memorybook tables"  # the write lock that creating or upgrading tables holds
 
 META_TABLE = "memorybook_meta"
@@ -69,7 +72,7 @@ def create_tables(dialect: Dialect) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {META_TABLE} (name TEXT PRIMARY KEY, value {blob} NOT NULL)",
         f"CREATE TABLE IF NOT EXISTS {MEMORIES_TABLE} ("
         + ",".join(f" {column}" for column in columns)
-        + f", expires_at {dialect.integer_type})",
+        + f", expires_at {dialect.integer_type}, sealed_ticket {blob})",
         f"CREATE INDEX IF NOT EXISTS {MEMORIES_TABLE}_by_customer"
         f" ON {MEMORIES_TABLE} ({', '.join(dialect.customer_index)})",
         *_history_tables(dialect),
@@ -80,19 +83,32 @@ def create_tables(dialect: Dialect) -> list[str]:
 
 def upgrade_tables(dialect: Dialect, stored_format: bytes) -> list[str]:
     """The statements that turn an earlier format's tables (EARLIER_FORMATS) into this one's,
-    the last one setting the format (its parameter)."""
+    the last one setting the format (its parameter). The rows' sealed ticket ids are filled in
+    after them, before the format is set (``SqlDatabase.upgrade()``)."""
     format_2 = [] if stored_format != FORMAT_1 else [
         f"ALTER TABLE {MEMORIES_TABLE} ADD COLUMN expires_at {dialect.integer_type}",
         *_history_tables(dialect),
     ]
-    return [
-        *format_2,
+    format_3 = [] if stored_format == FORMAT_3 else [
         *_format_3_tables(dialect),
         *_pending_tables(dialect),
         f"INSERT INTO {COUNTS_TABLE} (customer_digest, memories)"
         f" SELECT customer_digest, COUNT(*) FROM {MEMORIES_TABLE} GROUP BY customer_digest",
+    ]
+    return [
+        *format_2,
+        *format_3,
+        f"ALTER TABLE {MEMORIES_TABLE} ADD COLUMN sealed_ticket {dialect.bytes_type}",
         f"UPDATE {META_TABLE} SET value = ? WHERE name = 'format'",
     ]
+
+
+# A format-4 upgrade seals each memory's ticket id for history: these find and fill the rows.
+ROWS_WITHOUT_SEALED_TICKET = (
+    f"SELECT id, customer_digest, ticket_digest, sealed FROM {MEMORIES_TABLE}"
+    " WHERE sealed_ticket IS NULL"
+)
+FILL_SEALED_TICKET = f"UPDATE {MEMORIES_TABLE} SET sealed_ticket = ? WHERE id = ?"
 
 
 def _format_3_tables(dialect: Dialect) -> list[str]:

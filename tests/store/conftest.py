@@ -58,7 +58,7 @@ class SQLiteBackend(Backend):
                 "memorybook_memories",
                 "CREATE TABLE memorybook_memories ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
                 " customer_digest BLOB NOT NULL, ticket_digest BLOB NOT NULL,"
-                " sealed BLOB NOT NULL, expires_at INTEGER)",
+                " sealed BLOB NOT NULL, expires_at INTEGER, sealed_ticket BLOB)",
             ),
             (
                 "index",
@@ -110,6 +110,16 @@ class SQLiteBackend(Backend):
         " customer_digest BLOB NOT NULL, event TEXT NOT NULL, at INTEGER NOT NULL,"
         " sealed_ticket BLOB NOT NULL)",
         "CREATE INDEX memorybook_history_by_customer ON memorybook_history (customer_digest)",
+    )
+    # What memorybook-store-3 (counts, pending gates) added to those.
+    format_3_tables = (
+        "CREATE INDEX memorybook_memories_by_expiry ON memorybook_memories"
+        " (customer_digest, expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE TABLE memorybook_counts ( customer_digest BLOB PRIMARY KEY,"
+        " memories INTEGER NOT NULL)",
+        "CREATE TABLE memorybook_pending ( id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " customer_digest BLOB NOT NULL, owner BLOB NOT NULL, sealed BLOB NOT NULL)",
+        "CREATE INDEX memorybook_pending_by_customer ON memorybook_pending (customer_digest)",
     )
 
     @classmethod
@@ -192,6 +202,7 @@ class PostgresBackend(Backend):
             ("memorybook_memories", "ticket_digest", "bytea", "NO", None),
             ("memorybook_memories", "sealed", "bytea", "NO", None),
             ("memorybook_memories", "expires_at", "bigint", "YES", None),
+            ("memorybook_memories", "sealed_ticket", "bytea", "YES", None),
             ("memorybook_meta", "name", "text", "NO", None),
             ("memorybook_meta", "value", "bytea", "NO", None),
             ("memorybook_pending", "id", "bigint", "NO", "ALWAYS"),
@@ -215,6 +226,7 @@ class PostgresBackend(Backend):
             " USING btree (customer_digest, id)",
             "CREATE UNIQUE INDEX memorybook_pending_pkey ON memorybook_pending USING btree (id)",
         ],
+        "functions": [("memorybook_save", "plpgsql")],  # saving.postgres_save_function()
     }
     format_1_tables = (
         "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
@@ -229,6 +241,15 @@ class PostgresBackend(Backend):
         " customer_digest BYTEA NOT NULL, event TEXT NOT NULL, at BIGINT NOT NULL,"
         " sealed_ticket BYTEA NOT NULL)",
         "CREATE INDEX memorybook_history_by_customer ON memorybook_history (customer_digest, id)",
+    )
+    format_3_tables = (
+        "CREATE INDEX memorybook_memories_by_expiry ON memorybook_memories"
+        " (customer_digest, expires_at) WHERE expires_at IS NOT NULL",
+        "CREATE TABLE memorybook_counts ( customer_digest BYTEA PRIMARY KEY,"
+        " memories BIGINT NOT NULL)",
+        "CREATE TABLE memorybook_pending ( id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " customer_digest BYTEA NOT NULL, owner BYTEA NOT NULL, sealed BYTEA NOT NULL)",
+        "CREATE INDEX memorybook_pending_by_customer ON memorybook_pending (customer_digest, id)",
     )
     # Deleted rows leave the table's files only once sweep() has run VACUUM FULL.
     erases_without_sweep = False
@@ -310,9 +331,15 @@ class PostgresBackend(Backend):
                 "SELECT indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY indexname",
                 (schema_name,),
             ).fetchall()
+            functions = connection.execute(
+                "SELECT routine_name, external_language FROM information_schema.routines"
+                " WHERE routine_schema = %s ORDER BY routine_name",
+                (schema_name,),
+            ).fetchall()
         return {
             "columns": columns,
             "indexes": [text.replace(f"{schema_name}.", "") for (text,) in indexes],
+            "functions": [(name, language.lower()) for name, language in functions],
         }
 
     def wait_for_older_transactions(self, seconds: float = 60) -> None:
@@ -343,7 +370,7 @@ class PostgresBackend(Backend):
         """The rows that the statements of the call's write transaction read from the store's
         tables, as the server counts them for its session (pg_stat_xact_user_tables, whose
         figures are left unflushed inside a transaction), read as it begins and before its
-        commit."""
+        commit. A save, a statement in a transaction of its own, is run inside one for this."""
         database = store._database  # type: ignore[attr-defined]
         write_transaction = database.write_transaction
         read: list[int] = []
@@ -362,11 +389,15 @@ class PostgresBackend(Backend):
                 yield
                 read.append(rows_read() - before)
 
-        database.write_transaction = counted
+        def save_counted(lock_key: bytes, parameters: dict) -> tuple[list[tuple], bool]:
+            with counted(lock_key):
+                return database.run_save(parameters)
+
+        database.write_transaction, database.save_alone = counted, save_counted
         try:
             call()
         finally:
-            del database.write_transaction
+            del database.write_transaction, database.save_alone
         assert len(read) == 1, f"the call made {len(read)} write transactions, not one"
         return read[0]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 from datetime import UTC, datetime, timedelta
 
-from memorybook.store.encryption import Keys, parse_key
 from tests.helpers import Backend, make_memory, ticket_ids
 
 START = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
 RETENTION = timedelta(days=30)
 MANY = 2_000
+WARM_UP = 7  # saves before the one measured
 
 
 def test_a_save_reads_no_more_for_a_customer_of_2000_memories_than_for_one_of_10(
@@ -25,10 +25,14 @@ def test_a_save_reads_no_more_for_a_customer_of_2000_memories_than_for_one_of_10
     hold(backend, {"C-few": 10, "C-many": MANY}, expires_at=ends)
     with backend.open(max_memories=10 * MANY, retention=RETENTION, clock=lambda: START) as store:
         work = {}
-        for customer in ("C-few", "C-many", "C-few", "C-many"):  # the first of each warms up
-            memory = make_memory(customer, f"T-new-{len(work)}")
-            work[customer] = backend.work_of(store, lambda c=customer, m=memory: store.save(c, m))
-        assert len(store.recall("C-many")) == MANY + 2
+        # The first saves warm up: past five, a server plans the statements once for any
+        # parameters (PostgreSQL's generic plans), which then must still read no other row.
+        for number in range(WARM_UP + 1):
+            for customer in ("C-few", "C-many"):
+                memory = make_memory(customer, f"T-new-{number}")
+                work[customer] = backend.work_of(
+                    store, lambda c=customer, m=memory: store.save(c, m))
+        assert len(store.recall("C-many")) == MANY + WARM_UP + 1
     assert work["C-many"] <= work["C-few"] + 10, (
         f"A save for a customer of {MANY:,} memories took {work['C-many']:,} units of work "
         f"against {work['C-few']:,} for one of 10 ({backend.name}): a statement of save() in "
@@ -67,27 +71,23 @@ def test_a_customer_held_at_the_cap_is_still_held_to_it_and_expired_memories_go_
 def hold(backend: Backend, customers: dict[str, int], expires_at: datetime) -> None:
     """Give each customer this many memories, written straight into the tables as that many
     saves would have left them (each with its expiry date, the count of each customer)."""
-    keys = Keys(parse_key(backend.key, "the test's key", backend.location))
-    backend.open().close()  # the tables
+    with backend.open() as store:  # the tables, and each memory's row (sealed_row())
+        rows = {customer_id: [store.sealed_row(customer_id, make_memory(customer_id, f"T-{n}"))
+                              for n in range(count)] for customer_id, count in customers.items()}
     ends = (expires_at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
     connection, mark = backend.connect_directly()
     with contextlib.closing(connection):
-        for customer_id, count in customers.items():
-            customer = keys.customer_digest(customer_id)
-            rows = []
-            for n in range(count):
-                ticket = keys.ticket_digest(customer_id, f"T-{n}")
-                sealed = keys.seal(customer, ticket, f'{{"n": {n}}}')
-                rows.append((customer, ticket, sealed, ends))
+        for customer_rows in rows.values():
+            columns = customer_rows[0]._fields
             connection.cursor().executemany(
-                "INSERT INTO memorybook_memories"
-                " (customer_digest, ticket_digest, sealed, expires_at)"
-                f" VALUES ({mark}, {mark}, {mark}, {mark})", rows,
+                f"INSERT INTO memorybook_memories ({', '.join(columns)}, expires_at)"
+                f" VALUES ({', '.join([mark] * (len(columns) + 1))})",
+                [(*row, ends) for row in customer_rows],
             )
             connection.execute(
                 "INSERT INTO memorybook_counts (customer_digest, memories)"
                 f" VALUES ({mark}, {mark})",
-                (customer, count),
+                (customer_rows[0].customer_digest, len(customer_rows)),
             )
         connection.commit()
         connection.execute("ANALYZE")  # the planner knows what the tables hold, as in use

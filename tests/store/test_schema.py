@@ -18,7 +18,7 @@ def test_a_new_store_has_the_pinned_tables_indexes_and_meta_rows(backend: Backen
         "The store's tables changed: a change of schema is a new format (schema.STORE_FORMAT, "
         "with an upgrade in schema.upgrade_tables()); then update pinned_schema deliberately."
     )
-    assert meta_of(backend) == b"memorybook-store-3"
+    assert meta_of(backend) == b"memorybook-store-4"
 
 
 def test_a_store_of_format_1_opens_keeps_its_memories_and_is_upgraded(backend: Backend) -> None:
@@ -36,7 +36,7 @@ def test_a_store_of_format_1_opens_keeps_its_memories_and_is_upgraded(backend: B
     assert backend.schema() == backend.pinned_schema, (
         "An upgraded store must have the tables of a new one: see schema.upgrade_tables()."
     )
-    assert meta_of(backend) == b"memorybook-store-3"
+    assert meta_of(backend) == b"memorybook-store-4"
     with backend.open() as again:  # an upgraded store opens as any other
         assert ticket_ids(again.recall("C-1042")) == ["T-1", "T-2"]
 
@@ -61,7 +61,7 @@ def test_a_store_of_format_2_is_upgraded_with_each_customers_count(backend: Back
         "An upgraded store must have the tables and indexes of a new one (the expiry index "
         "included): see schema.upgrade_tables()."
     )
-    assert meta_of(backend) == b"memorybook-store-3"
+    assert meta_of(backend) == b"memorybook-store-4"
 
 
 def test_a_store_of_format_2_is_upgraded_to_keep_pending_gates(backend: Backend) -> None:
@@ -81,18 +81,42 @@ def test_a_store_of_format_2_is_upgraded_to_keep_pending_gates(backend: Backend)
         )
 
 
+def test_a_store_of_format_3_is_upgraded_so_that_history_names_what_expires_or_is_evicted(
+    backend: Backend,
+) -> None:
+    memories = [make_memory("C-1042", f"T-{n}") for n in (1, 2, 3)]
+    make_old_store(backend, memories, format_number=3, expires_at=[START, None, None])
+    with backend.open(max_memories=2, clock=lambda: START) as store:  # T-1 has just expired
+        assert ticket_ids(store.save("C-1042", make_memory("C-1042", "T-4"))) == ["T-2"]
+        assert [(event, ticket) for event, ticket, _ in store.history("C-1042")] == [
+            ("expired", "T-1"), ("saved", "T-4"), ("evicted", "T-2")
+        ], (
+            "A save copies the sealed ticket id of each memory that expires or is evicted into "
+            "history: the upgrade to format 4 must seal it for every row of an earlier format "
+            "(SqlDatabase.upgrade() in database.py)."
+        )
+        assert ticket_ids(store.recall("C-1042")) == ["T-3", "T-4"]
+    assert backend.schema() == backend.pinned_schema, (
+        "An upgraded store must have the tables of a new one (the backend's save_objects() "
+        "included): see schema.upgrade_tables() and SqlDatabase.upgrade()."
+    )
+    assert meta_of(backend) == b"memorybook-store-4"
+
+
 def make_old_store(
     backend: Backend, memories: list[dict], *, format_number: int,
     expires_at: list[datetime | None] | None = None,
 ) -> None:
-    """A store as memorybook-store-1 or -2 made it, holding these memories of one customer
-    (format 2: each with its expiry date, if any)."""
+    """A store as memorybook-store-1, -2 or -3 made it, holding these memories of one customer
+    (from format 2: each with its expiry date, if any; format 3: and the customer's count)."""
     keys = Keys(parse_key(backend.key, "the test's key", backend.location))
     customer = keys.customer_digest("C-1042")
     connection, mark = backend.connect_directly()
     statements = backend.format_1_tables
-    if format_number == 2:
+    if format_number >= 2:
         statements = (*statements, *backend.format_2_tables)
+    if format_number >= 3:
+        statements = (*statements, *backend.format_3_tables)
     with contextlib.closing(connection):
         for statement in statements:
             connection.execute(statement)
@@ -117,6 +141,12 @@ def make_old_store(
                     " (customer_digest, ticket_digest, sealed, expires_at)"
                     f" VALUES ({mark}, {mark}, {mark}, {mark})", (*row, micros),
                 )
+        if format_number == 3:
+            connection.execute(
+                "INSERT INTO memorybook_counts (customer_digest, memories)"
+                f" VALUES ({mark}, {mark})",
+                (customer, len(memories)),
+            )
         connection.commit()
 
 
