@@ -420,6 +420,7 @@ class Backend:
     # The statements an earlier format's version created a store with (schema.EARLIER_FORMATS).
     format_1_tables: ClassVar[tuple[str, ...]]
     format_2_tables: ClassVar[tuple[str, ...]]
+    format_3_tables: ClassVar[tuple[str, ...]]
     # Whether forget(), forget_customer() and eviction leave no bytes in the files at once,
     # rather than only once sweep() has run.
     erases_without_sweep: ClassVar[bool] = True
