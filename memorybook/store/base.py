@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
-from memorybook.store.encryption import STORE_KEY_ENV, Keys
+from memorybook.store.encryption import STORE_KEY_ENV, Keys, decode_all
 from memorybook.store.pending import GateRecords
 from memorybook.store.retention import (
     EXPIRED,
@@ -187,11 +187,9 @@ class EncryptedStore(GateRecords):
             " WHERE customer_digest = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
             (customer, self._now()),
         )
-        memories = []
-        for position, (ticket, sealed) in enumerate(rows, start=1):
-            try:
-                memories.append(keys.unseal(customer, ticket, sealed))
-            except UnreadableMemory as unreadable:
+        memories = self._opened(customer, rows)
+        for position, unreadable in enumerate(memories, start=1):
+            if isinstance(unreadable, UnreadableMemory):
                 raise MemoryStoreError(
                     f"Memory number {position} of {len(rows)} (oldest first) of customer "
                     f"{shown(customer_id)} in {self.location} {unreadable}, and cannot be read. "
@@ -506,13 +504,9 @@ class EncryptedStore(GateRecords):
         self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str
     ) -> list[dict]:
         """The memories of these rows that can be read; a notice counts the others."""
-        keys = self._open_keys()
-        memories, unreadable = [], 0
-        for ticket, sealed in rows:
-            try:
-                memories.append(keys.unseal(customer, ticket, sealed))
-            except UnreadableMemory:
-                unreadable += 1
+        opened = self._opened(customer, rows)
+        memories = [memory for memory in opened if not isinstance(memory, UnreadableMemory)]
+        unreadable = len(opened) - len(memories)
         if unreadable:
             self.notices.append(
                 f"{done} {unreadable} unreadable memory row(s) of customer {shown(customer_id)} "
@@ -520,6 +514,21 @@ class EncryptedStore(GateRecords):
                 "in the returned list."
             )
         return memories
+
+    def _opened(
+        self, customer: bytes, rows: list[tuple[bytes, bytes]]
+    ) -> list[dict | UnreadableMemory]:
+        """The memories of these rows (ticket digest, sealed), decoded together; in place of
+        one that cannot be read, the ``UnreadableMemory`` that says why."""
+        keys = self._open_keys()
+        opened: list[str | UnreadableMemory] = []
+        for ticket, sealed in rows:
+            try:
+                opened.append(keys.opened(customer, ticket, sealed))
+            except UnreadableMemory as unreadable:
+                opened.append(unreadable)
+        decoded = iter(decode_all([text for text in opened if isinstance(text, str)]))
+        return [next(decoded) if isinstance(text, str) else text for text in opened]
 
     def _open_keys(self) -> Keys:
         if not self._is_open or self._keys is None:
