@@ -81,7 +81,7 @@ class Keys:
 
     def _digest(self, parts: list[str]) -> bytes:
         message = json.dumps(parts).encode("ascii")  # unambiguous, whatever the ids contain
-        return hmac.new(self._lookup_key, message, hashlib.sha256).digest()
+        return hmac.digest(self._lookup_key, message, "sha256")
 
 
 def decode_all(texts: list[str]) -> list[dict | UnreadableMemory]:

@@ -178,7 +178,11 @@ def _first_change(original: object, decoded: object) -> str | None:
     """Where ``decoded`` (the memory read back from its JSON) differs from ``original``, if it does.
 
     JSON turns tuples into lists and dict keys such as 1, None or 2.5 into strings, silently.
+    Either makes the two unequal; JSON writes booleans and numbers as they compare, so equal
+    ones are the same memory, and only unequal ones are searched.
     """
+    if decoded == original:
+        return None
     pending = [(original, decoded, "memory")]
     while pending:
         before, after, where = pending.pop()
