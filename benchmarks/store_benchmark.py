@@ -12,7 +12,8 @@ $MEMORYBOOK_TEST_PG_URL (``tools/postgres_server.sh start DIR`` prints one); eac
 a new schema there, dropped afterwards.
 
 For each backend (SQLite, PostgreSQL), with and without a time to live, and for a customer
-holding 10, 100, 1,000 and 10,000 memories, it times, as medians of several runs in one process:
+holding 10, 100, 1,000 and 10,000 memories, it times, as medians of several runs in one process,
+ours and theirs in turns (a call of ours, a call of theirs, and again):
 
 * put: saving one more memory for that customer (``save()``; their ``put()``);
 * recall: reading all of that customer's memories (``recall()``; their ``search()`` of the
@@ -59,7 +60,7 @@ from memorybook.store import (
 SIZES = (10, 100, 1_000, 10_000)  # memories the measured customer holds
 TTL = timedelta(days=365)
 CAP = 2 * max(SIZES)  # the store's max_memories: no put evicts
-PUTS = 25  # puts timed per size, after one warm-up
+PUTS = 60  # puts timed per size, after one warm-up
 RECALLS = {10: 25, 100: 15, 1_000: 7, 10_000: 3}  # recalls timed per size
 ERASURES = {10: 15, 100: 9, 1_000: 5, 10_000: 3}  # erasures timed per size, each of a reload
 FLAT_SAVES = 60  # saves timed in turns for customers of 10 and of 2,000 memories
@@ -92,19 +93,21 @@ def sample_memory(customer_id: str, ticket_number: int) -> dict:
     }
 
 
-def median_ms(action: Callable[[], object], repeats: int, before: Callable[[], object] | None = None
-              ) -> float:
-    """The median time of ``action`` over ``repeats`` runs after one warm-up; ``before`` runs,
-    untimed, ahead of each."""
-    timings = []
+def medians_in_turns(actions: list[Callable[[], object]], repeats: int,
+                     before: list[Callable[[], object]] | None = None) -> list[float]:
+    """The median time of each action, in milliseconds, timed in turns (one of each, then again)
+    ``repeats`` times after one warm-up, so that what the machine does meanwhile weighs on all
+    alike; ``before[i]`` runs, untimed, ahead of each run of ``actions[i]``."""
+    timings: list[list[float]] = [[] for _ in actions]
     for run in range(repeats + 1):
-        if before is not None:
-            before()
-        started = time.perf_counter()
-        action()
-        if run:
-            timings.append(time.perf_counter() - started)
-    return statistics.median(timings) * 1000
+        for number, action in enumerate(actions):
+            if before is not None:
+                before[number]()
+            started = time.perf_counter()
+            action()
+            if run:
+                timings[number].append(time.perf_counter() - started)
+    return [statistics.median(times) * 1000 for times in timings]
 
 
 def micros(moment: datetime) -> int:
@@ -278,19 +281,27 @@ class PostgresBackend:
             return connection.execute("SHOW server_version").fetchone()[0]
 
 
-def measure(subject: Subject, size: int) -> dict[str, float]:
-    """Put, recall and erase for a customer of ``size`` memories: milliseconds, medians."""
+def measure(subjects: list[Subject], size: int) -> list[dict[str, float]]:
+    """Put, recall and erase for a customer of ``size`` memories in each store, timed in turns:
+    milliseconds, medians, a dict for each store."""
     customer = f"C-{size}"
-    subject.load(customer, size)
-    numbers = iter(range(size, size + PUTS + 1))
-    put = median_ms(lambda: subject.put(customer, next(numbers)), PUTS)
-    assert subject.recall(customer) == size + PUTS + 1
-    recall = median_ms(lambda: subject.recall(customer), RECALLS[size])
-    subject.erase(customer)
-    erase = median_ms(lambda: subject.erase(customer), ERASURES[size],
-                      before=lambda: subject.load(customer, size))
-    assert subject.recall(customer) == 0
-    return {"put": put, "recall": recall, "erase": erase}
+    for subject in subjects:
+        subject.load(customer, size)
+    numbers = [iter(range(size, size + PUTS + 1)) for _ in subjects]
+    put = medians_in_turns([lambda s=subject, n=n: s.put(customer, next(n))
+                            for subject, n in zip(subjects, numbers, strict=True)], PUTS)
+    assert all(subject.recall(customer) == size + PUTS + 1 for subject in subjects)
+    recall = medians_in_turns([lambda s=subject: s.recall(customer) for subject in subjects],
+                              RECALLS[size])
+    for subject in subjects:
+        subject.erase(customer)
+    erase = medians_in_turns([lambda s=subject: s.erase(customer) for subject in subjects],
+                             ERASURES[size],
+                             before=[lambda s=subject: s.load(customer, size)
+                                     for subject in subjects])
+    assert all(subject.recall(customer) == 0 for subject in subjects)
+    return [{"put": put[number], "recall": recall[number], "erase": erase[number]}
+            for number in range(len(subjects))]
 
 
 def flat_save(backend: Backend) -> tuple[float, float]:
@@ -314,12 +325,12 @@ def compare(backend: Backend, with_langgraph: bool) -> list[list[str]]:
     rows = []
     for ttl in (False, True):
         for size in SIZES:
-            with backend.ours(ttl) as ours:
-                mine = measure(ours, size)
-            theirs = None
-            if with_langgraph:
-                with backend.theirs(ttl) as subject:
-                    theirs = measure(subject, size)
+            with contextlib.ExitStack() as stores:
+                subjects: list[Subject] = [stores.enter_context(backend.ours(ttl))]
+                if with_langgraph:
+                    subjects.append(stores.enter_context(backend.theirs(ttl)))
+                mine, *others = measure(subjects, size)
+            theirs = others[0] if others else None
             for operation in ("put", "recall", "erase"):
                 shown = [f"{mine[operation]:.2f} ms"]
                 if theirs is not None:

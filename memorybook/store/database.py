@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from memorybook.store.encryption import Keys
+from memorybook.store.saving import EVICTING, SAVE_STEPS, positional
 from memorybook.store.schema import (
     EARLIER_FORMATS,
     FILL_SEALED_TICKET,
@@ -135,10 +136,22 @@ class SqlDatabase:
         return []
 
     def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
-        """Inside a write transaction: the save's statements (saving.SAVE_STATEMENTS) with
-        these parameters (saving.SAVE_PARAMETERS). Returns the rows evicted (id, ticket digest,
-        sealed), and whether deleted rows are left for ``after_forget()`` to erase."""
-        raise NotImplementedError
+        """Inside a write transaction: the save's steps (saving.SAVE_STEPS) with these
+        parameters (saving.SAVE_PARAMETERS), each step's statements run only when it is needed.
+        Returns the rows evicted (id, ticket digest, sealed), and whether any row was deleted
+        (for ``after_forget()`` to erase)."""
+        deleted, evicted = False, []
+        for step in SAVE_STEPS:
+            if step.when is not None:
+                [(needed,)] = self.run(*positional(f"SELECT {step.when}", parameters))
+                if not needed:
+                    continue
+                deleted = True  # a step that is not always needed deletes rows
+            for statement in step.statements:
+                rows = self.run(*positional(statement, parameters))
+                if step is EVICTING and rows:
+                    evicted = rows
+        return evicted, deleted
 
     def save_alone(
         self, lock_key: bytes, parameters: dict[str, object]

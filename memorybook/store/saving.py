@@ -14,6 +14,7 @@ cap.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -86,11 +87,22 @@ SAVE_STEPS = (
         f"UPDATE {COUNTS_TABLE} SET memories = :max_memories WHERE customer_digest = :customer",
     )),
 )
-EXPIRING, EVICTING = SAVE_STEPS[0], SAVE_STEPS[2]
+EVICTING = SAVE_STEPS[2]  # its rows with RETURNING are the memories evicted
 _RETURNING = " RETURNING "
 
 SAVE_FUNCTION = "memorybook_save"
 _PARAMETER = re.compile(r":([a-z_]+)")
+
+
+@functools.cache
+def _with_placeholders(statement: str) -> tuple[str, tuple[str, ...]]:
+    return _PARAMETER.sub("?", statement), tuple(_PARAMETER.findall(statement))
+
+
+def positional(statement: str, parameters: dict[str, object]) -> tuple[str, tuple]:
+    """A statement of SAVE_STEPS written with ``?`` placeholders, and its parameters in order."""
+    sql, names = _with_placeholders(statement)
+    return sql, tuple(parameters[name] for name in names)
 
 
 def postgres_save_function(dialect: Dialect = POSTGRES) -> str:

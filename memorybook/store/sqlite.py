@@ -19,7 +19,6 @@ from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, resolve_key
 from memorybook.store.key_file import OWNERS_AND_MODES, KeyFile
 from memorybook.store.retention import Clock
-from memorybook.store.saving import EVICTING, EXPIRING, SAVE_STEPS
 from memorybook.store.schema import SQLITE
 from memorybook.store.urls import STORE_URL_ENV, sqlite_path
 from memorybook.store.validation import MemoryStoreError
@@ -157,23 +156,6 @@ class SQLiteDatabase(SqlDatabase):
             self.connection.executemany(sql, rows)
         except sqlite3.Error as error:
             raise self._error(error) from error
-
-    def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
-        deleted, evicted = False, []
-        try:
-            for step in SAVE_STEPS:
-                if step.when is not None:
-                    [(needed,)] = self.connection.execute(f"SELECT {step.when}", parameters)
-                    if not needed:
-                        continue
-                deleted = deleted or step is EXPIRING or step is EVICTING
-                for statement in step.statements:
-                    rows = self.connection.execute(statement, parameters).fetchall()
-                    if step is EVICTING and rows:
-                        evicted = rows
-        except sqlite3.Error as error:
-            raise self._error(error) from error
-        return evicted, deleted
 
     @contextmanager
     def write_transaction(self, lock_key: bytes) -> Iterator[None]:
