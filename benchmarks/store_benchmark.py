@@ -127,11 +127,12 @@ class Subject(Protocol):
 
 
 class Ours:
-    """memorybook's store, loaded through a connection of the benchmark's own."""
+    """memorybook's store, loaded through a connection of the benchmark's own, opened once (a
+    connection made and closed for each load would leave its server process ending while the
+    call after it runs, as theirs, loaded through their store, does not)."""
 
-    def __init__(self, store: MemoryStore, connect: Callable[[], Any], mark: str,
-                 ttl: bool) -> None:
-        self.store, self._connect, self._mark = store, connect, mark
+    def __init__(self, store: MemoryStore, loader: Any, mark: str, ttl: bool) -> None:
+        self.store, self._loader, self._mark = store, loader, mark
         self._ends = micros(datetime.now(UTC) + TTL) if ttl else None
         self._sealed: dict[tuple[str, int], list[SealedRow]] = {}
 
@@ -142,23 +143,22 @@ class Ours:
             self._sealed[key] = [self.store.sealed_row(customer_id, sample_memory(customer_id, n))
                                  for n in range(count)]
         rows = self._sealed[key]
-        mark = self._mark
-        with contextlib.closing(self._connect()) as connection:
-            connection.cursor().executemany(
-                f"INSERT INTO memorybook_memories ({', '.join(SealedRow._fields)}, expires_at)"
-                f" VALUES ({', '.join([mark] * (len(SealedRow._fields) + 1))})",
-                [(*row, self._ends) for row in rows],
-            )
-            connection.execute(  # the count that as many saves would have left
-                "INSERT INTO memorybook_counts (customer_digest, memories)"
-                f" VALUES ({mark}, {mark}) ON CONFLICT (customer_digest)"
-                " DO UPDATE SET memories = memorybook_counts.memories + excluded.memories",
-                (rows[0].customer_digest, count),
-            )
+        mark, connection = self._mark, self._loader
+        connection.cursor().executemany(
+            f"INSERT INTO memorybook_memories ({', '.join(SealedRow._fields)}, expires_at)"
+            f" VALUES ({', '.join([mark] * (len(SealedRow._fields) + 1))})",
+            [(*row, self._ends) for row in rows],
+        )
+        connection.execute(  # the count that as many saves would have left
+            "INSERT INTO memorybook_counts (customer_digest, memories)"
+            f" VALUES ({mark}, {mark}) ON CONFLICT (customer_digest)"
+            " DO UPDATE SET memories = memorybook_counts.memories + excluded.memories",
+            (rows[0].customer_digest, count),
+        )
+        connection.commit()
+        if first_load:  # the planner learns what the tables hold, once, as in long use
+            connection.execute("ANALYZE")
             connection.commit()
-            if first_load:  # the planner learns what the tables hold, once, as in long use
-                connection.execute("ANALYZE")
-                connection.commit()
 
     def put(self, customer_id: str, number: int) -> None:
         self.store.save(customer_id, sample_memory(customer_id, number))
@@ -224,8 +224,9 @@ class SQLiteBackend:
     def ours(self, ttl: bool) -> Iterator[Ours]:
         path = self.folder / f"ours-{uuid.uuid4().hex[:8]}.sqlite3"
         with SQLiteMemoryStore(path, key=self.key, max_memories=CAP,
-                               retention=TTL if ttl else None) as store:
-            yield Ours(store, lambda: sqlite3.connect(path), "?", ttl)
+                               retention=TTL if ttl else None) as store, contextlib.closing(
+                sqlite3.connect(path)) as loader:
+            yield Ours(store, loader, "?", ttl)
 
     @contextlib.contextmanager
     def theirs(self, ttl: bool) -> Iterator[Theirs]:
@@ -263,8 +264,8 @@ class PostgresBackend:
     def ours(self, ttl: bool) -> Iterator[Ours]:
         with self.schema() as url, PostgresMemoryStore(
             url, key=self.key, max_memories=CAP, retention=TTL if ttl else None
-        ) as store:
-            yield Ours(store, lambda: self._psycopg.connect(url), "%s", ttl)
+        ) as store, self._psycopg.connect(url) as loader:
+            yield Ours(store, loader, "%s", ttl)
 
     @contextlib.contextmanager
     def theirs(self, ttl: bool) -> Iterator[Theirs]:
