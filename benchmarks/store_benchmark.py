@@ -348,7 +348,7 @@ COST_OF = {
     "encryption": ("encryption.py", "aead.AESGCM", "hmac", "_hashlib", "openssl"),
     "json": ("json/", "json.", "_json"),
     "SQL": ("sqlite3.Connection", "sqlite3.Cursor", "psycopg", "select.select",
-            "postgres.py", "sqlite.py", "database.py", "saving.py", "socket"),
+            "postgres.py", "sqlite.py", "database.py", "writes.py", "socket"),
 }
 
 

@@ -29,7 +29,6 @@ from memorybook.store.retention import (
     micros,
     moment,
 )
-from memorybook.store.schema import PENDING_TABLE
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
     MemoryNotFoundError,
@@ -330,19 +329,9 @@ class EncryptedStore(GateRecords):
         keys = self._open_keys()
         customer_id = checked_customer_id(customer_id)
         customer = keys.customer_digest(customer_id)
-        rows, events, _, gates = self._database.run_alone(customer, [
-            ("DELETE FROM memorybook_memories WHERE customer_digest = ?"
-             " RETURNING id, ticket_digest, sealed", (customer,)),
-            ("DELETE FROM memorybook_history WHERE customer_digest = ? RETURNING id",
-             (customer,)),
-            ("DELETE FROM memorybook_counts WHERE customer_digest = ?", (customer,)),
-            # A gate still to run would save a memory after this erasure.
-            (f"DELETE FROM {PENDING_TABLE} WHERE customer_digest = ? RETURNING id",
-             (customer,)),
-        ])
+        rows = self._database.erase_alone(customer, {"customer": customer})
         rows = [(ticket, sealed) for _, ticket, sealed in sorted(rows)]
-        if rows or events or gates:
-            self._database.after_forget()
+        self._database.after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
 
     def close(self) -> None:

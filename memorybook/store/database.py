@@ -8,7 +8,6 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from memorybook.store.encryption import Keys
-from memorybook.store.saving import EVICTING, SAVE_STEPS, positional
 from memorybook.store.schema import (
     EARLIER_FORMATS,
     FILL_SEALED_TICKET,
@@ -24,6 +23,7 @@ from memorybook.store.schema import (
     upgrade_tables,
 )
 from memorybook.store.validation import MemoryStoreError
+from memorybook.store.writes import ERASE_STEPS, SAVE_STEPS, Step, positional
 
 
 class SqlDatabase:
@@ -129,29 +129,17 @@ class SqlDatabase:
         during which no other store object can find it gone too."""
         raise NotImplementedError
 
-    # -- saves (memorybook/store/saving.py) ---------------------------------------------------
+    # -- the writes that run as one call (memorybook/store/writes.py) --------------------------
 
     def save_objects(self) -> list[str]:
-        """The statements that create what this backend's saves run on, beside the tables."""
+        """The statements that create what this backend's writes run on, beside the tables."""
         return []
 
     def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
-        """Inside a write transaction: the save's steps (saving.SAVE_STEPS) with these
-        parameters (saving.SAVE_PARAMETERS), each step's statements run only when it is needed.
-        Returns the rows evicted (id, ticket digest, sealed), and whether any row was deleted
-        (for ``after_forget()`` to erase)."""
-        deleted, evicted = False, []
-        for step in SAVE_STEPS:
-            if step.when is not None:
-                [(needed,)] = self.run(*positional(f"SELECT {step.when}", parameters))
-                if not needed:
-                    continue
-                deleted = True  # a step that is not always needed deletes rows
-            for statement in step.statements:
-                rows = self.run(*positional(statement, parameters))
-                if step is EVICTING and rows:
-                    evicted = rows
-        return evicted, deleted
+        """Inside a write transaction: a save (writes.SAVE_STEPS) with these parameters
+        (writes.SAVE_PARAMETERS). Returns the rows evicted (id, ticket digest, sealed), and
+        whether any row was deleted (for ``after_forget()`` to erase)."""
+        return self._run_steps(SAVE_STEPS, parameters)
 
     def save_alone(
         self, lock_key: bytes, parameters: dict[str, object]
@@ -160,6 +148,33 @@ class SqlDatabase:
         ``run_save()``. A backend on a server does it in one trip."""
         with self.write_transaction(lock_key):
             return self.run_save(parameters)
+
+    def erase_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
+        """A customer's erasure (writes.ERASE_STEPS) in a transaction of its own, holding
+        ``lock_key``'s write lock: the memory rows it deleted (id, ticket digest, sealed). A
+        backend on a server does it in one trip."""
+        with self.write_transaction(lock_key):
+            rows, _ = self._run_steps(ERASE_STEPS, parameters)
+            return rows
+
+    def _run_steps(
+        self, steps: tuple[Step, ...], parameters: dict[str, object]
+    ) -> tuple[list[tuple], bool]:
+        """A write's steps, each only when it is needed: the rows of its statement with
+        RETURNING, and whether a step that is not always needed ran (those delete rows)."""
+        result: list[tuple] = []
+        ran_conditional = False
+        for step in steps:
+            if step.when is not None:
+                [(needed,)] = self.run(*positional(f"SELECT {step.when}", parameters))
+                if not needed:
+                    continue
+                ran_conditional = True
+            for statement in step.statements:
+                rows = self.run(*positional(statement, parameters))
+                if rows:
+                    result = rows
+        return result, ran_conditional
 
     # -- what each backend provides ------------------------------------------------------
 
@@ -175,13 +190,6 @@ class SqlDatabase:
         """Statements run in order, as ``run()`` runs each; the rows of each. A backend on a
         server sends them at once, and waits once for their answers."""
         return [self.run(sql, params) for sql, params in statements]
-
-    def run_alone(self, lock_key: bytes, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
-        """Statements in a write transaction of their own, holding ``lock_key``'s write lock; the
-        rows of each, once committed. A backend on a server sends them with the lock and the
-        commit, and waits once."""
-        with self.write_transaction(lock_key):
-            return self.run_together(statements)
 
     def run_before_commit(self, sql: str, rows: list[tuple]) -> None:
         """Inside a write transaction: a statement run once for each of ``rows``, whose result

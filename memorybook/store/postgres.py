@@ -18,7 +18,6 @@ from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
 from memorybook.store.retention import Clock
-from memorybook.store.saving import SAVE_FUNCTION, SAVE_PARAMETERS, postgres_save_function
 from memorybook.store.schema import (
     COUNTS_TABLE,
     HISTORY_TABLE,
@@ -28,6 +27,15 @@ from memorybook.store.schema import (
 )
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
 from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError
+from memorybook.store.writes import (
+    ERASE_FUNCTION,
+    ERASE_PARAMETERS,
+    ERASE_STEPS,
+    SAVE_FUNCTION,
+    SAVE_PARAMETERS,
+    SAVE_STEPS,
+    postgres_function,
+)
 
 # How long a PostgreSQL call waits for a lock another session holds; a transaction of ours left
 # idle (a stuck client) is ended after twice that.
@@ -129,34 +137,34 @@ class PostgresDatabase(SqlDatabase):
         except self._psycopg.Error as error:
             raise self._error(error) from None
 
-    def run_alone(self, lock_key: bytes, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
-        with self.write_transaction(lock_key):
-            cursors = [self._send(sql, params) for sql, params in statements]
-        try:  # the commit has been answered, and every statement's rows with it
-            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
-        except self._psycopg.Error as error:
-            raise self._error(error) from None
-
     def save_objects(self) -> list[str]:
-        return [postgres_save_function(self.dialect)]
+        return [postgres_function(SAVE_FUNCTION, SAVE_PARAMETERS, SAVE_STEPS, self.dialect),
+                postgres_function(ERASE_FUNCTION, ERASE_PARAMETERS, ERASE_STEPS, self.dialect)]
 
     def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
-        return self._save(parameters, self._transaction_lock), False
+        return self._call_write(SAVE_FUNCTION, SAVE_PARAMETERS, parameters,
+                                self._transaction_lock), False
 
     def save_alone(
         self, lock_key: bytes, parameters: dict[str, object]
     ) -> tuple[list[tuple], bool]:
         # One statement in a transaction of its own: the function takes the lock, then saves.
-        return self._save(parameters, _write_lock_id(lock_key)), False
+        return self._call_write(SAVE_FUNCTION, SAVE_PARAMETERS, parameters,
+                                _write_lock_id(lock_key)), False
 
-    def _save(self, parameters: dict[str, object], lock_id: int) -> list[tuple]:
-        """The save function's evicted rows. Inside a write transaction, which holds the lock
-        already, it takes it again, which changes nothing."""
-        # %b: the arguments travel in binary, the sealed memory as its bytes rather than hex.
-        arguments = ", ".join(["%b"] * (len(SAVE_PARAMETERS) + 1))
+    def erase_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
+        return self._call_write(ERASE_FUNCTION, ERASE_PARAMETERS, parameters,
+                                _write_lock_id(lock_key))
+
+    def _call_write(self, function: str, names: dict[str, str], parameters: dict[str, object],
+                    lock_id: int) -> list[tuple]:
+        """The rows of a write's function (writes.postgres_function()). Inside a write
+        transaction, which holds the lock already, it takes it again, which changes nothing."""
+        # %b: the arguments travel in binary, a sealed memory as its bytes rather than hex.
+        arguments = ", ".join(["%b"] * (len(names) + 1))
         return self.run(
-            f"SELECT evicted_id, evicted_ticket, evicted_sealed FROM {SAVE_FUNCTION}({arguments})",
-            (*(parameters[name] for name in SAVE_PARAMETERS), lock_id),
+            f"SELECT row_id, row_ticket, row_sealed FROM {function}({arguments})",
+            (*(parameters[name] for name in names), lock_id),
         )
 
     def flush(self) -> None:

@@ -17,7 +17,7 @@ FORMAT_1, FORMAT_2, FORMAT_3 = b"memorybook-store-1", b"memorybook-store-2", b"m
 # customer's memories and no table of pending gates: versions that only know it refuse format 3,
 # rather than leave the counts wrong, or erase a customer and leave their pending gates to save
 # a memory after the erasure. Format 3's memory rows lacked their sealed ticket id, which a save
-# of format 4 copies into history when a memory expires or is evicted (memorybook/store/saving.py;
+# of format 4 copies into history when a memory expires or is evicted (memorybook/store/writes.py;
 # on PostgreSQL, the function that saves): versions that only know format 3 refuse format 4,
 # rather than write rows without it.
 EARLIER_FORMATS = (FORMAT_1, FORMAT_2, FORMAT_3)

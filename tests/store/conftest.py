@@ -226,7 +226,7 @@ class PostgresBackend(Backend):
             " USING btree (customer_digest, id)",
             "CREATE UNIQUE INDEX memorybook_pending_pkey ON memorybook_pending USING btree (id)",
         ],
-        "functions": [("memorybook_save", "plpgsql")],  # saving.postgres_save_function()
+        "functions": [("memorybook_erase", "plpgsql"), ("memorybook_save", "plpgsql")],
     }
     format_1_tables = (
         "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",

@@ -124,7 +124,7 @@ def test_a_call_to_a_frozen_postgres_server_ends_within_its_timeout(
             while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchall():
                 assert time.monotonic() < deadline, "the frozen session never ended"
                 time.sleep(0.05)
-        # A save is one statement (saving.py), which the server runs once it thaws, though its
+        # A save is one statement (writes.py), which the server runs once it thaws, though its
         # answer can no longer reach us: so the error says the change may have been made.
         saved = {"recall": ["T-1"], "save": ["T-1", "T-2"]}[call]
         assert ticket_ids(store.recall("C-1042")) == saved, (  # on a new connection
@@ -220,8 +220,8 @@ class RoundTripCounter:
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_a_postgres_save_or_erasure_waits_for_the_server_once(backend: Backend) -> None:
-    """A save is one statement, whether it evicts, expires or neither; an erasure's statements
-    travel with the lock and the commit. forget() needs its rows before its history: twice."""
+    """A save is one statement, whether it evicts, expires or neither, and so is an erasure.
+    forget() needs its rows before its history: twice."""
     proxy = RoundTripCounter(backend.url)
     start = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
     now = [start]
@@ -242,8 +242,8 @@ def test_a_postgres_save_or_erasure_waits_for_the_server_once(backend: Backend) 
         proxy.close()
     most = {"forget": 2}
     assert all(count <= most.get(call, 1) for call, count in trips.items()), (
-        f"Round trips per call: {trips}. A PostgreSQL save must be one call of the save "
-        "function (saving.py, postgres.py save_alone()); an erasure must send its statements "
-        "with the lock and the commit (postgres.py run_alone()); forget() may wait twice, for "
-        "its rows, then for its history and the commit (write_transaction() in pipeline mode)."
+        f"Round trips per call: {trips}. A PostgreSQL save or erasure must be one call of its "
+        "function (writes.py; postgres.py save_alone(), erase_alone()); forget() may wait "
+        "twice, for its rows, then for its history and the commit (write_transaction() in "
+        "pipeline mode)."
     )

@@ -42,7 +42,7 @@ def test_a_save_reads_no_more_for_a_customer_of_2000_memories_than_for_one_of_10
     assert work["C-few"] < MANY, (
         f"A save for a customer of 10 memories took {work['C-few']:,} units of work "
         f"({backend.name}), as much as reading the whole table: a statement of the save "
-        "(memorybook/store/saving.py) scans the table, as a plan made for any parameters may "
+        "(memorybook/store/writes.py) scans the table, as a plan made for any parameters may "
         "(PostgreSQL's generic plans). Write it so that the index is the only plan (MIN over "
         "the expiry index rather than EXISTS)."
     )

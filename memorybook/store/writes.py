@@ -1,15 +1,16 @@
-"""A save's statements, defined once for both backends.
+"""The writes that run as one call, a save and a customer's erasure: their statements, defined
+once for both backends.
 
-A save needs nothing read back before it is done: each memory row carries its ticket id sealed
+Neither needs anything read back before it is done: each memory row carries its ticket id sealed
 as history seals it (``sealed_ticket``), so the history rows of memories that expire or are
 evicted are copied from their rows in SQL, with nothing to decrypt. SQLite runs the statements
 one by one inside its write transaction; PostgreSQL runs them inside a function made from them
-(``postgres_save_function()``), so that a save is one statement and waits for the server once.
+(``postgres_function()``), so that each is one statement and waits for the server once.
 
-Every statement finds its rows through an index, reading no other row of the customer's (the
-customer's newest rows are read only once the cap is reached): a save costs the same whatever the
-customer holds. Its steps run only when needed: expiry when a memory expired, eviction over the
-cap.
+Every statement of a save finds its rows through an index, reading no other row of the
+customer's (the customer's newest rows are read only once the cap is reached): a save costs the
+same whatever the customer holds. Its steps run only when needed: expiry when a memory expired,
+eviction over the cap.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from memorybook.store.schema import (
     COUNTS_TABLE,
     HISTORY_TABLE,
     MEMORIES_TABLE,
+    PENDING_TABLE,
     POSTGRES,
     Dialect,
 )
@@ -48,8 +50,9 @@ _OVER_THE_CAP = (
 )
 
 
-class SaveStep(NamedTuple):
-    """Statements a save runs, in order, when ``when`` (an SQL condition; None: always) holds."""
+class Step(NamedTuple):
+    """Statements a write runs, in order, when ``when`` (an SQL condition; None: always) holds.
+    The rows of the one with RETURNING are the write's result."""
 
     when: str | None
     statements: tuple[str, ...]
@@ -60,7 +63,7 @@ SAVE_STEPS = (
     # they expired, as history is read: the expiry index gives it), leave the count, then go.
     # (Their earliest expiry, from the expiry index whatever the plan: an EXISTS over them may be
     # planned, for any parameters, as a scan of the table, which a table of few customers favours.)
-    SaveStep(f"(SELECT MIN(expires_at) FROM {MEMORIES_TABLE} WHERE customer_digest = :customer"
+    Step(f"(SELECT MIN(expires_at) FROM {MEMORIES_TABLE} WHERE customer_digest = :customer"
              " AND expires_at IS NOT NULL) <= :now", (
         f"INSERT INTO {_HISTORY_COLUMNS} SELECT customer_digest, '{EXPIRED}', expires_at,"
         f" sealed_ticket FROM {MEMORIES_TABLE} WHERE {_EXPIRED} ORDER BY expires_at, id",
@@ -69,7 +72,7 @@ SAVE_STEPS = (
         f"DELETE FROM {MEMORIES_TABLE} WHERE {_EXPIRED}",
     )),
     # The memory, its "saved" event, and the count.
-    SaveStep(None, (
+    Step(None, (
         f"INSERT INTO {MEMORIES_TABLE}"
         " (customer_digest, ticket_digest, sealed, expires_at, sealed_ticket)"
         " VALUES (:customer, :ticket, :sealed, :expires_at, :sealed_ticket)",
@@ -79,7 +82,7 @@ SAVE_STEPS = (
     )),
     # Over the cap, the oldest rows go to history, then go (their rows are the save's result:
     # the last statement with RETURNING), and the count is the cap.
-    SaveStep(f"(SELECT memories FROM {COUNTS_TABLE} WHERE customer_digest = :customer)"
+    Step(f"(SELECT memories FROM {COUNTS_TABLE} WHERE customer_digest = :customer)"
              " > :max_memories", (
         f"INSERT INTO {_HISTORY_COLUMNS} SELECT customer_digest, '{EVICTED}', :now,"
         f" sealed_ticket FROM {MEMORIES_TABLE} WHERE {_OVER_THE_CAP} ORDER BY id",
@@ -90,7 +93,18 @@ SAVE_STEPS = (
 EVICTING = SAVE_STEPS[2]  # its rows with RETURNING are the memories evicted
 _RETURNING = " RETURNING "
 
-SAVE_FUNCTION = "memorybook_save"
+# Erasing a customer: its memories (returned), history, count and pending gates (a gate still to
+# run would save a memory after the erasure).
+ERASE_PARAMETERS = {"customer": "bytes"}
+ERASE_STEPS = (Step(None, (
+    f"DELETE FROM {MEMORIES_TABLE} WHERE customer_digest = :customer"
+    " RETURNING id, ticket_digest, sealed",
+    f"DELETE FROM {HISTORY_TABLE} WHERE customer_digest = :customer",
+    f"DELETE FROM {COUNTS_TABLE} WHERE customer_digest = :customer",
+    f"DELETE FROM {PENDING_TABLE} WHERE customer_digest = :customer",
+)),)
+
+SAVE_FUNCTION, ERASE_FUNCTION = "memorybook_save", "memorybook_erase"
 _PARAMETER = re.compile(r":([a-z_]+)")
 
 
@@ -100,22 +114,25 @@ def _with_placeholders(statement: str) -> tuple[str, tuple[str, ...]]:
 
 
 def positional(statement: str, parameters: dict[str, object]) -> tuple[str, tuple]:
-    """A statement of SAVE_STEPS written with ``?`` placeholders, and its parameters in order."""
+    """A statement of a write written with ``?`` placeholders, and its parameters in order."""
     sql, names = _with_placeholders(statement)
     return sql, tuple(parameters[name] for name in names)
 
 
-def postgres_save_function(dialect: Dialect = POSTGRES) -> str:
-    """The PL/pgSQL function that runs SAVE_STEPS in one call, after taking the customer's write
-    lock (its argument ``lock_id``); it returns the evicted rows. Its parameters are
-    SAVE_PARAMETERS, in order; the server plans its statements once a connection."""
+def postgres_function(name: str, parameters: dict[str, str], steps: tuple[Step, ...],
+                      dialect: Dialect = POSTGRES) -> str:
+    """The PL/pgSQL function ``name`` that runs a write's steps in one call, after taking the
+    customer's write lock (its last argument, ``lock_id``); it returns the rows of the statement
+    with RETURNING (id, ticket digest, sealed). Its other arguments are ``parameters``, in order;
+    in PostgreSQL's default isolation each statement sees what was committed before it ran, as
+    in a transaction of statements; the server plans them once a connection."""
     types = {"bytes": dialect.bytes_type, "integer": dialect.integer_type}
     arguments = ", ".join(
-        [*(f"p_{name} {types[kind]}" for name, kind in SAVE_PARAMETERS.items()),
+        [*(f"p_{parameter} {types[kind]}" for parameter, kind in parameters.items()),
          f"p_lock_id {dialect.integer_type}"]
     )
     body = ["  PERFORM pg_advisory_xact_lock(p_lock_id);"]
-    for step in SAVE_STEPS:
+    for step in steps:
         lines = []
         for statement in step.statements:
             if _RETURNING in statement:  # its rows are the function's
@@ -128,8 +145,8 @@ def postgres_save_function(dialect: Dialect = POSTGRES) -> str:
             body += [f"  IF {step.when} THEN", *(f"    {line}" for line in lines), "  END IF;"]
     text = _PARAMETER.sub(r"p_\1", "\n".join(body))
     return (
-        f"CREATE OR REPLACE FUNCTION {SAVE_FUNCTION}({arguments})"
-        f" RETURNS TABLE (evicted_id {dialect.integer_type}, evicted_ticket {dialect.bytes_type},"
-        f" evicted_sealed {dialect.bytes_type}) LANGUAGE plpgsql AS $save$\nBEGIN\n"
-        + text + "\nEND\n$save$"
+        f"CREATE OR REPLACE FUNCTION {name}({arguments})"
+        f" RETURNS TABLE (row_id {dialect.integer_type}, row_ticket {dialect.bytes_type},"
+        f" row_sealed {dialect.bytes_type}) LANGUAGE plpgsql AS $write$\nBEGIN\n"
+        + text + "\nEND\n$write$"
     )
