@@ -98,6 +98,7 @@ class PostgresDatabase(SqlDatabase):
         self._limits = self.timeout
         self._pipeline: Any = None  # psycopg's Pipeline while a write transaction uses one
         self._transaction_lock = 0  # the advisory lock the latest write transaction took
+        self._write_cursor: Any = None  # for the write functions' calls, on self.connection
         self._owners: set[int] = set()  # the advisory locks of the owners this session holds
         self._watchdog = Watchdog()
         self._watchdog.arm(self.deadline + 2 * POSTGRES_MARGIN_SECONDS)  # until the tables are open
@@ -162,10 +163,18 @@ class PostgresDatabase(SqlDatabase):
         transaction, which holds the lock already, it takes it again, which changes nothing."""
         # %b: the arguments travel in binary, a sealed memory as its bytes rather than hex.
         arguments = ", ".join(["%b"] * (len(names) + 1))
-        return self.run(
-            f"SELECT row_id, row_ticket, row_sealed FROM {function}({arguments})",
-            (*(parameters[name] for name in names), lock_id),
-        )
+        sql = f"SELECT row_id, row_ticket, row_sealed FROM {function}({arguments})"
+        values = (*(parameters[name] for name in names), lock_id)
+        if self._pipeline is not None:  # inside a write transaction
+            return self.run(sql, values)
+        # Alone, on a cursor kept for it, whose rows come back in binary too.
+        cursor = self._write_cursor
+        if cursor is None or cursor.connection is not self.connection:
+            cursor = self._write_cursor = self.connection.cursor(binary=True)
+        try:
+            return cursor.execute(sql, values).fetchall()
+        except self._psycopg.Error as error:
+            raise self._error(error) from None
 
     def flush(self) -> None:
         if self._pipeline is not None:
