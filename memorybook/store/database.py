@@ -73,11 +73,11 @@ class SqlDatabase:
                 *changes, set_format = upgrade_tables(self.dialect, bytes(stored))
                 for statement in [*changes, *self.save_objects()]:
                     self.run(statement)
-                rows = self.run(ROWS_WITHOUT_SEALED_TICKET)
-                self.run_before_commit(FILL_SEALED_TICKET, [
-                    (seal_ticket(bytes(customer), bytes(ticket), bytes(sealed)), row_id)
-                    for row_id, customer, ticket, sealed in rows
-                ])
+                while rows := self.run(ROWS_WITHOUT_SEALED_TICKET):
+                    self.run_before_commit(FILL_SEALED_TICKET, [
+                        (seal_ticket(bytes(customer), bytes(ticket), bytes(sealed)), row_id)
+                        for row_id, customer, ticket, sealed in rows
+                    ])
                 self.run(set_format, (STORE_FORMAT,))
         self.stored_format = STORE_FORMAT
 

@@ -103,10 +103,11 @@ def upgrade_tables(dialect: Dialect, stored_format: bytes) -> list[str]:
     ]
 
 
-# A format-4 upgrade seals each memory's ticket id for history: these find and fill the rows.
+# A format-4 upgrade seals each memory's ticket id for history: these find and fill the rows,
+# a thousand at a time, so that a large store is never read into memory at once.
 ROWS_WITHOUT_SEALED_TICKET = (
     f"SELECT id, customer_digest, ticket_digest, sealed FROM {MEMORIES_TABLE}"
-    " WHERE sealed_ticket IS NULL"
+    " WHERE sealed_ticket IS NULL LIMIT 1000"
 )
 FILL_SEALED_TICKET = f"UPDATE {MEMORIES_TABLE} SET sealed_ticket = ? WHERE id = ?"
 

@@ -103,6 +103,20 @@ def test_a_store_of_format_3_is_upgraded_so_that_history_names_what_expires_or_i
     assert meta_of(backend) == b"memorybook-store-4"
 
 
+def test_a_format_3_store_larger_than_an_upgrade_batch_has_every_row_sealed(
+    backend: Backend,
+) -> None:
+    memories = [make_memory("C-1042", f"T-{n}") for n in range(1_001)]  # a batch is 1,000
+    make_old_store(backend, memories, format_number=3, expires_at=[START] * len(memories))
+    with backend.open(max_memories=2_000, clock=lambda: START) as store:
+        store.save("C-1042", make_memory("C-1042", "T-new"))
+        expired = [ticket for event, ticket, _ in store.history("C-1042") if event == "expired"]
+    assert sorted(expired) == sorted(f"T-{n}" for n in range(1_001)), (
+        "Every row of an earlier format must have its ticket id sealed by the upgrade, however "
+        "many batches that takes (SqlDatabase.upgrade() in database.py)."
+    )
+
+
 def make_old_store(
     backend: Backend, memories: list[dict], *, format_number: int,
     expires_at: list[datetime | None] | None = None,
