@@ -165,7 +165,7 @@ class PostgresDatabase(SqlDatabase):
         arguments = ", ".join(["%b"] * (len(names) + 1))
         sql = f"SELECT row_id, row_ticket, row_sealed FROM {function}({arguments})"
         values = (*(parameters[name] for name in names), lock_id)
-        if self._pipeline is not None:  # inside a write transaction
+        if self._pipeline is not None:  # in a write transaction's pipeline
             return self.run(sql, values)
         # Alone, on a cursor kept for it, whose rows come back in binary too.
         cursor = self._write_cursor
@@ -188,8 +188,9 @@ class PostgresDatabase(SqlDatabase):
         """A transaction holding the advisory lock of ``lock_key``, whose statements travel
         together: the BEGIN and the lock go with the first statements whose rows are needed
         (``run()``, ``run_together()``), and the commit with whatever ``run_before_commit()``
-        left. A save thus waits for the server twice. Without pipeline mode (a libpq older than
-        14) each statement waits for its own answer.
+        left: ``forget()`` thus waits for the server twice (a save or an erasure alone is one
+        call of its function instead). Without pipeline mode (a libpq older than 14) each
+        statement waits for its own answer.
         """
         lock_id = self._transaction_lock = _write_lock_id(lock_key)
         with ExitStack() as pipeline:
