@@ -29,7 +29,7 @@ from memorybook.gates import PendingGates
 from memorybook.memory import MEMORY_KEY, InMemoryMemories
 from memorybook.service import create_app
 from memorybook.wrapper import ask_with_memory_async
-from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev, live_env
+from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev, live_env, loopback_http
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-key-3f9a1c7e55d2"
@@ -437,8 +437,8 @@ def seconds_until_it_answers(port: int, process: subprocess.Popen, limit: float)
         if process.poll() is not None:
             pytest.fail(f"the service exited ({process.returncode}): {process.communicate()}")
         with contextlib.suppress(httpx2.TransportError):
-            if httpx2.get(f"http://127.0.0.1:{port}/customers/C-0/memories",
-                          timeout=1).status_code == 200:
+            if loopback_http().get(f"http://127.0.0.1:{port}/customers/C-0/memories",
+                                   timeout=1).status_code == 200:
                 return time.monotonic() - started
         time.sleep(0.05)
     pytest.fail(f"the service did not answer within {limit} s of starting")
@@ -467,7 +467,8 @@ def test_sigterm_with_gates_pending_saves_them(tmp_path):
             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             seconds_until_it_answers(port, process, 60)
-            routed = httpx2.post(f"http://127.0.0.1:{port}/tickets", json=EARLIER[0], timeout=30)
+            routed = loopback_http().post(f"http://127.0.0.1:{port}/tickets", json=EARLIER[0],
+                                          timeout=30)
             assert routed.status_code == 200, routed.text
             process.send_signal(signal.SIGTERM)
             statuses = [r["status"] for r in server.requests]  # the gate's: not answered yet
@@ -513,7 +514,7 @@ def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_runni
             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert left == [], f"still running after Ctrl-C of make serve: {left}"
     with contextlib.suppress(httpx2.TransportError):
-        httpx2.get(f"http://127.0.0.1:{port}/customers/C-0/memories", timeout=1)
+        loopback_http().get(f"http://127.0.0.1:{port}/customers/C-0/memories", timeout=1)
         pytest.fail("something still answers on the port after Ctrl-C")
 
 
@@ -659,14 +660,15 @@ def test_get_and_delete_on_one_process_wait_for_the_gate_pending_on_another(tmp_
           LoopbackSystemOne(RECORDING_PATH, latency=2.0) as server,  # each answer 2 s late
           services(2, backend.url, server.base_url, tmp_path,
                    MEMORYBOOK_STORE_KEY=new_key()) as [(_, a), (_, b)]):
-        routed = httpx2.post(f"{a}/tickets", json=EARLIER[0], timeout=30)
+        routed = loopback_http().post(f"{a}/tickets", json=EARLIER[0], timeout=30)
         gate_pending = [r["status"] for r in server.requests] in ([200], [200, None])
         with ThreadPoolExecutor(2) as pool:
-            listing = pool.submit(httpx2.get, b + memories, timeout=30)
+            listing = pool.submit(loopback_http().get, b + memories, timeout=30)
             time.sleep(0.3)  # the GET first, then the DELETE, both while A's gate is pending
-            erasing = pool.submit(httpx2.delete, b + memories, timeout=30)
+            erasing = pool.submit(loopback_http().delete, b + memories, timeout=30)
             listed, erased = listing.result(), erasing.result()
-        after = [httpx2.get(url + memories, timeout=30).json()["memories"] for url in (a, b)]
+        after = [loopback_http().get(url + memories, timeout=30).json()["memories"]
+                 for url in (a, b)]
     assert routed.status_code == 200, routed.text
     assert gate_pending, f"A's gate was not pending when B was asked: {server.requests}"
     assert [m["request"]["ticket"]["id"] for m in listed.json()["memories"]] == ["T-101"], (
@@ -742,7 +744,7 @@ def test_gates_pending_when_the_service_is_killed_run_once_after_a_restart(
         try:
             with services(1, backend.url, hangs.base_url, tmp_path, **env) as [(first, url)]:
                 for ticket in tickets:
-                    routed = httpx2.post(f"{url}/tickets", json=ticket, timeout=30)
+                    routed = loopback_http().post(f"{url}/tickets", json=ticket, timeout=30)
                     assert routed.status_code == 200, routed.text
                 wait_until(lambda: hanging.gates == 20, 30, "20 gates pending")
                 first.send_signal(signal.SIGKILL)
@@ -802,7 +804,7 @@ def test_a_gate_left_by_a_killed_replica_runs_on_another_before_the_customers_ne
         with services(1, backend.url, answers.base_url, tmp_path, **env) as [(_, up)]:
             try:
                 with services(1, backend.url, hangs.base_url, tmp_path, **env) as [(dies, url)]:
-                    assert httpx2.post(f"{url}/tickets", json=first, timeout=30).is_success
+                    assert loopback_http().post(f"{url}/tickets", json=first, timeout=30).is_success
                     wait_until(lambda: hanging.gates == 1, 30, "the gate to be pending")
                     dies.send_signal(signal.SIGKILL)
                     dies.wait(30)
@@ -810,8 +812,8 @@ def test_a_gate_left_by_a_killed_replica_runs_on_another_before_the_customers_ne
                 hanging.release.set()
             wait_until(lambda: store.customers_with_abandoned_gates() == ["C-3001"], 10,
                        "the killed replica's gate to be found abandoned")
-            routed = httpx2.post(f"{up}/tickets", json=second, timeout=30)
-            listed = httpx2.get(f"{up}/customers/C-3001/memories", timeout=30)
+            routed = loopback_http().post(f"{up}/tickets", json=second, timeout=30)
+            listed = loopback_http().get(f"{up}/customers/C-3001/memories", timeout=30)
         states = [request["body"]["state"] for request in answers.requests]
     assert routed.status_code == 200, routed.text
     assert memory_ids(states[1]) == ["T-1"] and states[1]["ticket"]["id"] == "T-2", (
