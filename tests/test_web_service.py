@@ -526,8 +526,27 @@ from memorybook import MEMORY_KEY, MadeUpJev, PendingGates, ask_with_memory_asyn
 from memorybook.example import ROUTE, ticket_state
 from memorybook.store.turns import CustomerTurns
 
-url, ticket, gate_seconds, across = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+url, ticket, across = sys.argv[1], sys.argv[2], sys.argv[3]
+# The application_name of another process's sessions: this process's gate stays pending until one
+# of them waits for a lock (the customer's turn), and says so; none: the gate does not wait.
+other = sys.argv[4] if len(sys.argv) > 4 else None
 seen = []
+
+
+def until_the_other_waits():
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as server:
+        while time.monotonic() < deadline:
+            if server.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+                              " AND wait_event_type = 'Lock'", (other,)).fetchone():
+                print("the gate was pending while the other process waited", flush=True)
+                return
+            time.sleep(0.02)
+    print("the other process never waited for a lock", flush=True)
 
 
 def answers(state, questions):  # made up: every ticket kept, every route "general"
@@ -539,8 +558,8 @@ def answers(state, questions):  # made up: every ticket kept, every route "gener
 
 class SlowGate(MadeUpJev):
     async def ask_async(self, state, questions):
-        if "remember" in questions:
-            await asyncio.sleep(gate_seconds)
+        if "remember" in questions and other is not None:
+            await asyncio.to_thread(until_the_other_waits)
         return self.ask(state, questions)
 
 
@@ -567,16 +586,17 @@ def test_two_processes_on_one_postgresql_store_keep_a_customers_order(tmp_path):
 
     with PostgresBackend.fresh(tmp_path) as backend:
         key = new_key()
-        first = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-901", "4", "turns",
-                             MEMORYBOOK_STORE_KEY=key)
+        second_url = f"{backend.url}&application_name=memorybook-second-process"
+        first = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-901", "turns",
+                             "memorybook-second-process", MEMORYBOOK_STORE_KEY=key)
         second = None
         try:
             assert first.stdout.readline() == "routed with none\n", first.communicate()
-            # The first process's gate is pending for 4 s; the second asks for the customer now.
-            second = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-902", "0", "turns",
+            # The first process's gate stays pending until the second waits for the customer.
+            second = start_python(ONE_CALL_IN_A_PROCESS, second_url, "T-902", "turns",
                                   MEMORYBOOK_STORE_KEY=key)
             routed, errors = second.communicate(timeout=60)
-            first.communicate(timeout=60)
+            gated, _ = first.communicate(timeout=60)
         finally:
             for process in (first, second):
                 if process is not None:
@@ -586,6 +606,8 @@ def test_two_processes_on_one_postgresql_store_keep_a_customers_order(tmp_path):
             "the second process recalled C-1042's memories before the first one's pending gate "
             "had saved: PendingGates(CustomerTurns(url)) must hold the customer's turn across "
             f"processes (memorybook/store/turns.py); it routed {routed!r}")
+        assert gated == "the gate was pending while the other process waited\n", (
+            f"the second process never waited for the customer's turn: {gated!r}")
 
 
 def test_notebook_9_without_a_key_sends_nothing(monkeypatch, tmp_path):
