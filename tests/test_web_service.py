@@ -670,25 +670,58 @@ def services(count: int, store_url: str, endpoint: str, tmp_path, **env: str):
             logs.close()
 
 
+class GateHeld(LoopbackSystemOne):
+    """The recording on loopback, answering at once but for gate requests, each held until
+    `release` is set."""
+
+    def __init__(self, recording) -> None:
+        super().__init__(recording)
+        self.release = threading.Event()
+
+    def _answer(self, number, method, path, headers, body, problem):
+        if isinstance(body, dict) and "remember" in body.get("questions", {}):
+            self.release.wait(60)
+        return super()._answer(number, method, path, headers, body, problem)
+
+
+def sessions_waiting_for_a_lock(url: str, name: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as server:
+        [(waiting,)] = server.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND wait_event_type = 'Lock'", (name,)).fetchall()
+    return waiting
+
+
 def test_get_and_delete_on_one_process_wait_for_the_gate_pending_on_another(tmp_path,
                                                                             monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from tests.helpers import new_key
+    from tests.helpers import new_key, wait_until
     from tests.store.conftest import PostgresBackend
 
     memories = "/customers/C-1042/memories"
+    key = {"MEMORYBOOK_STORE_KEY": new_key()}
     with (PostgresBackend.fresh(tmp_path) as backend,
-          LoopbackSystemOne(RECORDING_PATH, latency=2.0) as server,  # each answer 2 s late
-          services(2, backend.url, server.base_url, tmp_path,
-                   MEMORYBOOK_STORE_KEY=new_key()) as [(_, a), (_, b)]):
-        routed = loopback_http().post(f"{a}/tickets", json=EARLIER[0], timeout=30)
-        gate_pending = [r["status"] for r in server.requests] in ([200], [200, None])
-        with ThreadPoolExecutor(2) as pool:
-            listing = pool.submit(loopback_http().get, b + memories, timeout=30)
-            time.sleep(0.3)  # the GET first, then the DELETE, both while A's gate is pending
-            erasing = pool.submit(loopback_http().delete, b + memories, timeout=30)
-            listed, erased = listing.result(), erasing.result()
+          GateHeld(RECORDING_PATH) as server,  # each gate's answer held until released
+          services(1, backend.url, server.base_url, tmp_path, **key) as [(_, a)],
+          services(1, f"{backend.url}&application_name=memorybook-b", server.base_url,
+                   tmp_path, **key) as [(_, b)]):
+        try:
+            routed = loopback_http().post(f"{a}/tickets", json=EARLIER[0], timeout=30)
+            gate_pending = [r["status"] for r in server.requests] in ([200], [200, None])
+            with ThreadPoolExecutor(2) as pool:
+                listing = pool.submit(loopback_http().get, b + memories, timeout=30)
+                # Until B's GET waits for the customer's turn (or answered without: see below)
+                wait_until(lambda: listing.done() or sessions_waiting_for_a_lock(
+                    backend.url, "memorybook-b"), 30, "B's GET to wait for the customer's turn")
+                erasing = pool.submit(loopback_http().delete, b + memories, timeout=30)
+                time.sleep(0.3)  # the GET first, then the DELETE, both while A's gate is pending
+                server.release.set()
+                listed, erased = listing.result(), erasing.result()
+        finally:
+            server.release.set()
         after = [loopback_http().get(url + memories, timeout=30).json()["memories"]
                  for url in (a, b)]
     assert routed.status_code == 200, routed.text
