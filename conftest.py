@@ -105,9 +105,13 @@ def pytest_runtest_teardown(item, nextitem):
             finished.write(f"{item.path.name}\n")
 
 
-# Files whose tests share one costly module-scoped fixture (one JupyterLab and one Chromium for
-# every notebook): each runs whole on one worker, like a notebook.
-RUN_WHOLE = {"tests/test_browser.py"}
+# Files whose tests share one costly module-scoped fixture: each runs whole on one worker, like a
+# notebook, so that the fixture is made once, not once on each worker that gets one of its tests.
+RUN_WHOLE = {
+    "tests/test_browser.py",  # one JupyterLab and one Chromium for every notebook
+    "tests/test_packaging.py",  # one wheel built, one app's venv installed
+    "tests/test_service_contract.py",  # one service started
+}
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, absent under `-p no:xdist`

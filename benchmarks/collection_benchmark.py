@@ -6,10 +6,11 @@
 The floor: for each notebook, a notebook with one cell holding the same imports, run the same way.
 Prints medians of the repeats, the ratio to the floor, and the machine; then the whole test command
 (`make test`, i.e. tools/test.sh) against plain serial nbval over the notebooks, timed in the same
-run (goal: at most 4x), with the CPU time the test command and everything it started used: that
-CPU time shared out over every core is the least wall time any scheduling of the same work could
-reach. Not a test: timings
-on a shared machine are noisy, so read the ratios.
+run (goal: at most 7x on a quiet machine, issue 36), with the CPU time the test command and
+everything it started used: that CPU time shared out over every core is the least wall time any
+scheduling of the same work could reach; and the CPU time every other process on the machine used
+meanwhile, which says how quiet it was. Not a test: timings on a shared machine are noisy, so read
+the ratios.
 """
 
 from __future__ import annotations
@@ -101,23 +102,38 @@ def cpu_account() -> Iterator[tuple[Callable[[], None] | None, Callable[[], floa
             group.rmdir()
 
 
-def timed_test_command() -> tuple[float, float, bool]:
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every process on the machine has used since it started (Linux's /proc/stat:
+    all but idle and iowait), or None where there is no /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(field) for field in fields[:8]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_test_command() -> tuple[float, float, bool, float | None]:
     """One `tools/test.sh -q`, timed whatever its outcome; a failure is reported, not hidden.
 
-    Returns its wall time, the CPU time of it and every process it started, and whether that CPU
-    time counts them all (see cpu_account).
+    Returns its wall time, the CPU time of it and every process it started, whether that CPU
+    time counts them all (see cpu_account), and the CPU time the machine's other processes used
+    meanwhile (None where it cannot be read, or `cpu` may miss some of its own).
     """
     env = {k: v for k, v in os.environ.items() if k != "TYPESAFE_API_KEY"}
     with (tempfile.NamedTemporaryFile("w+", prefix="memorybook-test-command-", suffix=".log",
                                       delete=False) as log, cpu_account() as (join, cpu_used)):
-        start = time.perf_counter()
+        start, busy_before = time.perf_counter(), machine_busy_seconds()
         result = subprocess.run(["tools/test.sh", "-q"], cwd=REPO_ROOT, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, preexec_fn=join)
-        seconds, cpu = time.perf_counter() - start, cpu_used()
+        seconds, cpu, busy_after = time.perf_counter() - start, cpu_used(), machine_busy_seconds()
+    counted_all = join is not None  # else `cpu` misses some of ours, and they would count here
+    others = (None if busy_before is None or busy_after is None or not counted_all
+              else max(0.0, busy_after - busy_before - cpu))
     outcome = "passed" if result.returncode == 0 else f"FAILED (exit {result.returncode})"
     print(f"  the test command: {seconds:.1f} s, {cpu:.1f} s of CPU, {outcome}; "
           f"its output: {log.name}", file=sys.stderr)
-    return seconds, cpu, join is not None
+    return seconds, cpu, counted_all, others
 
 
 def median_of(repeats: int, command: list[str], cwd: Path) -> float:
@@ -152,6 +168,8 @@ def main() -> None:
         results["the whole test command (make test)"] = statistics.median(run[0] for run in runs)
         test_command_cpu = statistics.median(run[1] for run in runs)
         every_process = all(run[2] for run in runs)
+        others_cpu = (None if any(run[3] is None for run in runs)
+                      else statistics.median(run[3] for run in runs))
     floor = results["nbval, import-only twins (the floor)"]
     print(f"{platform.python_version()} on {os.cpu_count()} cores, {platform.machine()}; "
           f"{len(NOTEBOOKS)} notebooks; medians of {args.repeats} runs "
@@ -161,13 +179,18 @@ def main() -> None:
         serial_nbval = results["nbval, the collection's notebooks"]
         cores = os.cpu_count() or 1
         print(f"\nmake test / serial nbval over the notebooks = "
-              f"{results['the whole test command (make test)'] / serial_nbval:.2f} (goal: <= 4)")
+              f"{results['the whole test command (make test)'] / serial_nbval:.2f} "
+              "(goal: <= 7 on a quiet machine, issue 36)")
         counted = ("every process it started, counted in a cgroup" if every_process else
                    "at least: getrusage misses processes no parent waited for")
         print(f"make test used {test_command_cpu:.1f} s of CPU ({counted}); shared out perfectly "
               f"over {cores} cores that is {test_command_cpu / cores:.1f} s, "
               f"{test_command_cpu / cores / serial_nbval:.2f}x serial nbval: the least any "
               "scheduling of the same work could reach")
+        if others_cpu is not None:
+            print(f"meanwhile the machine's other processes used {others_cpu:.1f} s of CPU, "
+                  f"{others_cpu / results['the whole test command (make test)'] / cores:.0%} of "
+                  f"its {cores} cores (0% on a quiet machine)")
 
 
 if __name__ == "__main__":

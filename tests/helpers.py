@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from memorybook.config import RECORDING_PATH
 from memorybook.store import MAX_MEMORIES_PER_CUSTOMER, MemoryStore
 
 if TYPE_CHECKING:
+    import httpx2
     import nbformat
 
     from memorybook.jev import Jev
@@ -294,6 +296,17 @@ def kernels_of(pid: int) -> list[int]:
     """Processes started with JPY_PARENT_PID=pid: the notebook kernels that process launched."""
     return [process.info["pid"] for process in psutil.process_iter(["pid", "environ"])
             if (process.info["environ"] or {}).get("JPY_PARENT_PID") == str(pid)]
+
+
+@functools.cache
+def loopback_http() -> httpx2.Client:
+    """This process's one client for requests to the services and servers tests start on
+    loopback. Each request still opens a connection of its own (no keep-alive), as httpx2.get()
+    does, without making a client, and its TLS context (20 ms of CPU), for every request or
+    poll."""
+    import httpx2
+
+    return httpx2.Client(limits=httpx2.Limits(max_keepalive_connections=0))
 
 
 def wait_until(condition, seconds: float, what: str) -> None:

@@ -9,8 +9,8 @@ key) and one headless Chromium page driven by Playwright serve every notebook: J
 once, in a new workspace, and each notebook is opened in it as a reader opens one. Opened and
 left alone until its kernel is idle and JupyterLab has copied the kernel's language_info and
 kernelspec into its metadata, a notebook must not count as changed (closing it would ask to save
-it). Then, opened again, for each
-notebook the page clears its outputs, runs all cells and checks that no cell errs, that every
+it). Then, in the same tab and kernel (a reader's next step; one kernel per notebook, not two),
+the page clears its outputs, runs all cells and checks that no cell errs, that every
 text output equals the committed one (stdout, stderr, text/plain, text/markdown; images only by
 their presence), that every chart renders as an image, and that every playground link in a
 Markdown output is an anchor whose target decodes to a recorded call (13 of them in notebook 5),
@@ -128,43 +128,43 @@ def lab_page(tmp_path_factory):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_opening_the_notebook_leaves_it_unchanged(path, lab_page):
-    page = lab_page
-    try:
-        open_notebook(page, path)
-        opened = metadata_once_the_kernel_is_known(page)
-    finally:
-        close_notebook(page)
-    if opened["dirty"]:
-        stored = json.loads(path.read_text(encoding="utf-8"))["metadata"]
-        changed = {key: opened["metadata"].get(key) for key in ("kernelspec", "language_info")
-                   if opened["metadata"].get(key) != stored.get(key)}
-        why = (
-            f"JupyterLab set {json.dumps(changed)} from the kernel, and the file stores "
-            "otherwise. Kernels in notebooks/ report language_info without the Python version "
-            "(dev/memorybook_dev/ipython_kernel_config.py, copied by `make setup`), and "
-            "`make run` stores it and tools/execute.py's KERNELSPEC"
-            if changed else "its kernelspec and language_info are as stored: something else "
-            "changed it"
-        )
-        pytest.fail(f"{path.name} shows as changed as soon as JupyterLab opens it: {why}",
-                    pytrace=False)
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_a_reader_runs_the_notebook_in_jupyterlab(path, lab_page):
+def test_a_reader_opens_the_notebook_unchanged_and_runs_it_in_jupyterlab(path, lab_page):
+    """Both facts on one opening, in one kernel: opening changes nothing, then Run All gives
+    the committed outputs. A notebook that opens as changed is still run, so that a failure
+    names every problem at once."""
     page = lab_page
     committed = json.loads(path.read_text(encoding="utf-8"))
     try:
         open_notebook(page, path)
-        problems = check_run_all(page, path, committed)
+        problems = opening_problems(path, metadata_once_the_kernel_is_known(page))
+        run_problems = check_run_all(page, path, committed)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / f"{path.stem}.png")
+        if run_problems:
+            problems.append(f"{path.name}, Run All:\n"
+                            + "\n".join(f"- {p}" for p in run_problems))
         if problems:
-            pytest.fail(f"{path.name}, Run All:\n" + "\n".join(f"- {p}" for p in problems),
-                        pytrace=False)
+            pytest.fail("\n".join(problems), pytrace=False)
     finally:
         close_notebook(page)
+
+
+def opening_problems(path: Path, opened: dict) -> list[str]:
+    """Why the notebook counts as changed as soon as JupyterLab opened it; [] if it does not."""
+    if not opened["dirty"]:
+        return []
+    stored = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+    changed = {key: opened["metadata"].get(key) for key in ("kernelspec", "language_info")
+               if opened["metadata"].get(key) != stored.get(key)}
+    why = (
+        f"JupyterLab set {json.dumps(changed)} from the kernel, and the file stores "
+        "otherwise. Kernels in notebooks/ report language_info without the Python version "
+        "(dev/memorybook_dev/ipython_kernel_config.py, copied by `make setup`), and "
+        "`make run` stores it and tools/execute.py's KERNELSPEC"
+        if changed else "its kernelspec and language_info are as stored: something else "
+        "changed it"
+    )
+    return [f"{path.name} shows as changed as soon as JupyterLab opens it: {why}"]
 
 
 def test_memorybook_browser_names_the_browser_and_a_wrong_path_is_named(tmp_path):

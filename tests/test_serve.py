@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx2
 import psutil
 
-from tests.helpers import REPO_ROOT, copy_of_the_collection
+from tests.helpers import REPO_ROOT, copy_of_the_collection, loopback_http
 from tools.loopback_replies import made_up_answer
 from tools.loopback_server import LoopbackSystemOne
 
@@ -65,15 +65,16 @@ def test_make_serve_with_a_key_writes_its_encrypted_store_and_nothing_else(tmp_p
             deadline = time.monotonic() + 60
             while True:
                 with contextlib.suppress(httpx2.TransportError):
-                    if httpx2.get(f"{url}/customers/C-0/memories", timeout=1).status_code == 200:
+                    if loopback_http().get(f"{url}/customers/C-0/memories",
+                                           timeout=1).status_code == 200:
                         break
                 assert process.poll() is None and time.monotonic() < deadline, (
                     f"make serve did not answer: {process.poll()}")
                 time.sleep(0.1)
             for number in range(TICKETS):
-                answer = httpx2.post(f"{url}/tickets", json=ticket(number), timeout=30)
+                answer = loopback_http().post(f"{url}/tickets", json=ticket(number), timeout=30)
                 assert answer.status_code == 200, answer.text
-            kept = sum(len(httpx2.get(f"{url}/customers/C-{c}/memories", timeout=30)
+            kept = sum(len(loopback_http().get(f"{url}/customers/C-{c}/memories", timeout=30)
                            .json()["memories"]) for c in range(4))
             os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: pending gates finish first
             log, _ = process.communicate(timeout=60)

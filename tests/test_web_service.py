@@ -29,7 +29,7 @@ from memorybook.gates import PendingGates
 from memorybook.memory import MEMORY_KEY, InMemoryMemories
 from memorybook.service import create_app
 from memorybook.wrapper import ask_with_memory_async
-from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev, live_env
+from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev, live_env, loopback_http
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-key-3f9a1c7e55d2"
@@ -437,8 +437,8 @@ def seconds_until_it_answers(port: int, process: subprocess.Popen, limit: float)
         if process.poll() is not None:
             pytest.fail(f"the service exited ({process.returncode}): {process.communicate()}")
         with contextlib.suppress(httpx2.TransportError):
-            if httpx2.get(f"http://127.0.0.1:{port}/customers/C-0/memories",
-                          timeout=1).status_code == 200:
+            if loopback_http().get(f"http://127.0.0.1:{port}/customers/C-0/memories",
+                                   timeout=1).status_code == 200:
                 return time.monotonic() - started
         time.sleep(0.05)
     pytest.fail(f"the service did not answer within {limit} s of starting")
@@ -467,7 +467,8 @@ def test_sigterm_with_gates_pending_saves_them(tmp_path):
             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             seconds_until_it_answers(port, process, 60)
-            routed = httpx2.post(f"http://127.0.0.1:{port}/tickets", json=EARLIER[0], timeout=30)
+            routed = loopback_http().post(f"http://127.0.0.1:{port}/tickets", json=EARLIER[0],
+                                          timeout=30)
             assert routed.status_code == 200, routed.text
             process.send_signal(signal.SIGTERM)
             statuses = [r["status"] for r in server.requests]  # the gate's: not answered yet
@@ -513,7 +514,7 @@ def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_runni
             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert left == [], f"still running after Ctrl-C of make serve: {left}"
     with contextlib.suppress(httpx2.TransportError):
-        httpx2.get(f"http://127.0.0.1:{port}/customers/C-0/memories", timeout=1)
+        loopback_http().get(f"http://127.0.0.1:{port}/customers/C-0/memories", timeout=1)
         pytest.fail("something still answers on the port after Ctrl-C")
 
 
@@ -525,8 +526,27 @@ from memorybook import MEMORY_KEY, MadeUpJev, PendingGates, ask_with_memory_asyn
 from memorybook.example import ROUTE, ticket_state
 from memorybook.store.turns import CustomerTurns
 
-url, ticket, gate_seconds, across = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+url, ticket, across = sys.argv[1], sys.argv[2], sys.argv[3]
+# The application_name of another process's sessions: this process's gate stays pending until one
+# of them waits for a lock (the customer's turn), and says so; none: the gate does not wait.
+other = sys.argv[4] if len(sys.argv) > 4 else None
 seen = []
+
+
+def until_the_other_waits():
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as server:
+        while time.monotonic() < deadline:
+            if server.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+                              " AND wait_event_type = 'Lock'", (other,)).fetchone():
+                print("the gate was pending while the other process waited", flush=True)
+                return
+            time.sleep(0.02)
+    print("the other process never waited for a lock", flush=True)
 
 
 def answers(state, questions):  # made up: every ticket kept, every route "general"
@@ -538,8 +558,8 @@ def answers(state, questions):  # made up: every ticket kept, every route "gener
 
 class SlowGate(MadeUpJev):
     async def ask_async(self, state, questions):
-        if "remember" in questions:
-            await asyncio.sleep(gate_seconds)
+        if "remember" in questions and other is not None:
+            await asyncio.to_thread(until_the_other_waits)
         return self.ask(state, questions)
 
 
@@ -566,16 +586,17 @@ def test_two_processes_on_one_postgresql_store_keep_a_customers_order(tmp_path):
 
     with PostgresBackend.fresh(tmp_path) as backend:
         key = new_key()
-        first = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-901", "4", "turns",
-                             MEMORYBOOK_STORE_KEY=key)
+        second_url = f"{backend.url}&application_name=memorybook-second-process"
+        first = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-901", "turns",
+                             "memorybook-second-process", MEMORYBOOK_STORE_KEY=key)
         second = None
         try:
             assert first.stdout.readline() == "routed with none\n", first.communicate()
-            # The first process's gate is pending for 4 s; the second asks for the customer now.
-            second = start_python(ONE_CALL_IN_A_PROCESS, backend.url, "T-902", "0", "turns",
+            # The first process's gate stays pending until the second waits for the customer.
+            second = start_python(ONE_CALL_IN_A_PROCESS, second_url, "T-902", "turns",
                                   MEMORYBOOK_STORE_KEY=key)
             routed, errors = second.communicate(timeout=60)
-            first.communicate(timeout=60)
+            gated, _ = first.communicate(timeout=60)
         finally:
             for process in (first, second):
                 if process is not None:
@@ -585,6 +606,8 @@ def test_two_processes_on_one_postgresql_store_keep_a_customers_order(tmp_path):
             "the second process recalled C-1042's memories before the first one's pending gate "
             "had saved: PendingGates(CustomerTurns(url)) must hold the customer's turn across "
             f"processes (memorybook/store/turns.py); it routed {routed!r}")
+        assert gated == "the gate was pending while the other process waited\n", (
+            f"the second process never waited for the customer's turn: {gated!r}")
 
 
 def test_notebook_9_without_a_key_sends_nothing(monkeypatch, tmp_path):
@@ -647,26 +670,60 @@ def services(count: int, store_url: str, endpoint: str, tmp_path, **env: str):
             logs.close()
 
 
+class GateHeld(LoopbackSystemOne):
+    """The recording on loopback, answering at once but for gate requests, each held until
+    `release` is set."""
+
+    def __init__(self, recording) -> None:
+        super().__init__(recording)
+        self.release = threading.Event()
+
+    def _answer(self, number, method, path, headers, body, problem):
+        if isinstance(body, dict) and "remember" in body.get("questions", {}):
+            self.release.wait(60)
+        return super()._answer(number, method, path, headers, body, problem)
+
+
+def sessions_waiting_for_a_lock(url: str, name: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as server:
+        [(waiting,)] = server.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND wait_event_type = 'Lock'", (name,)).fetchall()
+    return waiting
+
+
 def test_get_and_delete_on_one_process_wait_for_the_gate_pending_on_another(tmp_path,
                                                                             monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
-    from tests.helpers import new_key
+    from tests.helpers import new_key, wait_until
     from tests.store.conftest import PostgresBackend
 
     memories = "/customers/C-1042/memories"
+    key = {"MEMORYBOOK_STORE_KEY": new_key()}
     with (PostgresBackend.fresh(tmp_path) as backend,
-          LoopbackSystemOne(RECORDING_PATH, latency=2.0) as server,  # each answer 2 s late
-          services(2, backend.url, server.base_url, tmp_path,
-                   MEMORYBOOK_STORE_KEY=new_key()) as [(_, a), (_, b)]):
-        routed = httpx2.post(f"{a}/tickets", json=EARLIER[0], timeout=30)
-        gate_pending = [r["status"] for r in server.requests] in ([200], [200, None])
-        with ThreadPoolExecutor(2) as pool:
-            listing = pool.submit(httpx2.get, b + memories, timeout=30)
-            time.sleep(0.3)  # the GET first, then the DELETE, both while A's gate is pending
-            erasing = pool.submit(httpx2.delete, b + memories, timeout=30)
-            listed, erased = listing.result(), erasing.result()
-        after = [httpx2.get(url + memories, timeout=30).json()["memories"] for url in (a, b)]
+          GateHeld(RECORDING_PATH) as server,  # each gate's answer held until released
+          services(1, backend.url, server.base_url, tmp_path, **key) as [(_, a)],
+          services(1, f"{backend.url}&application_name=memorybook-b", server.base_url,
+                   tmp_path, **key) as [(_, b)]):
+        try:
+            routed = loopback_http().post(f"{a}/tickets", json=EARLIER[0], timeout=30)
+            gate_pending = [r["status"] for r in server.requests] in ([200], [200, None])
+            with ThreadPoolExecutor(2) as pool:
+                listing = pool.submit(loopback_http().get, b + memories, timeout=30)
+                # Until B's GET waits for the customer's turn (or answered without: see below)
+                wait_until(lambda: listing.done() or sessions_waiting_for_a_lock(
+                    backend.url, "memorybook-b"), 30, "B's GET to wait for the customer's turn")
+                erasing = pool.submit(loopback_http().delete, b + memories, timeout=30)
+                time.sleep(0.3)  # the GET first, then the DELETE, both while A's gate is pending
+                server.release.set()
+                listed, erased = listing.result(), erasing.result()
+        finally:
+            server.release.set()
+        after = [loopback_http().get(url + memories, timeout=30).json()["memories"]
+                 for url in (a, b)]
     assert routed.status_code == 200, routed.text
     assert gate_pending, f"A's gate was not pending when B was asked: {server.requests}"
     assert [m["request"]["ticket"]["id"] for m in listed.json()["memories"]] == ["T-101"], (
@@ -742,7 +799,7 @@ def test_gates_pending_when_the_service_is_killed_run_once_after_a_restart(
         try:
             with services(1, backend.url, hangs.base_url, tmp_path, **env) as [(first, url)]:
                 for ticket in tickets:
-                    routed = httpx2.post(f"{url}/tickets", json=ticket, timeout=30)
+                    routed = loopback_http().post(f"{url}/tickets", json=ticket, timeout=30)
                     assert routed.status_code == 200, routed.text
                 wait_until(lambda: hanging.gates == 20, 30, "20 gates pending")
                 first.send_signal(signal.SIGKILL)
@@ -802,7 +859,7 @@ def test_a_gate_left_by_a_killed_replica_runs_on_another_before_the_customers_ne
         with services(1, backend.url, answers.base_url, tmp_path, **env) as [(_, up)]:
             try:
                 with services(1, backend.url, hangs.base_url, tmp_path, **env) as [(dies, url)]:
-                    assert httpx2.post(f"{url}/tickets", json=first, timeout=30).is_success
+                    assert loopback_http().post(f"{url}/tickets", json=first, timeout=30).is_success
                     wait_until(lambda: hanging.gates == 1, 30, "the gate to be pending")
                     dies.send_signal(signal.SIGKILL)
                     dies.wait(30)
@@ -810,8 +867,8 @@ def test_a_gate_left_by_a_killed_replica_runs_on_another_before_the_customers_ne
                 hanging.release.set()
             wait_until(lambda: store.customers_with_abandoned_gates() == ["C-3001"], 10,
                        "the killed replica's gate to be found abandoned")
-            routed = httpx2.post(f"{up}/tickets", json=second, timeout=30)
-            listed = httpx2.get(f"{up}/customers/C-3001/memories", timeout=30)
+            routed = loopback_http().post(f"{up}/tickets", json=second, timeout=30)
+            listed = loopback_http().get(f"{up}/customers/C-3001/memories", timeout=30)
         states = [request["body"]["state"] for request in answers.requests]
     assert routed.status_code == 200, routed.text
     assert memory_ids(states[1]) == ["T-1"] and states[1]["ticket"]["id"] == "T-2", (

@@ -5,11 +5,12 @@
 #   1. every test but the `after_notebooks` ones, on xdist workers: one more than the machine has
 #      cores, at most four (MEMORYBOOK_TEST_WORKERS overrides). Many tests wait (on a loopback
 #      server's latency, a kernel or a subprocess starting), and the extra worker fills those
-#      waits; past four nothing is gained, as the browser test alone runs ~27 s on one worker.
+#      waits; past four nothing is gained, as the browser tests alone run ~21 s on one worker.
 #      conftest.py's scheduler hands out each notebook whole (its cells run in order in one
 #      kernel on one worker; with --run-cells-again each cell runs a second time, and the whole
-#      notebook again after its last cell), the browser test file whole, and every other test on
-#      its own, so a long test runs on one worker while the others work through the rest;
+#      notebook again after its last cell), the files in its RUN_WHOLE whole (their tests share
+#      one costly fixture), and every other test on its own, so a long test runs on one worker
+#      while the others work through the rest;
 #   2. the `after_notebooks` tests alone, which read what every worker's kernels logged.
 # Arguments go to both runs (e.g. `tools/test.sh -q`, `tools/test.sh tests/store`).
 #

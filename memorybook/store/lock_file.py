@@ -7,6 +7,12 @@ kernel drops a process's locks when it ends, however it ends, so a byte that can
 belongs to an owner that is gone. Locks never conflict within one process, so the owners alive
 in this process are also kept in a set.
 
+A claimant finds an owner gone on that owner's claim byte, past every owner's byte: it waits for
+the claim byte, holds it while it claims, and tests the owner's byte only while holding it. So a
+byte found locked is an owner alive, never another claimant's test of it (two replicas looking
+at once each took the owner for alive while the other held its byte, and left its gates for
+their next look).
+
 POSIX drops all of a process's locks on a file when it closes any descriptor of it: the file is
 opened once per process and never closed. Where there are no POSIX locks (Windows), an owner of
 another process always looks gone: run one process per SQLite store there.
@@ -36,6 +42,11 @@ _lock = threading.Lock()
 # file may be reached by several paths).
 _files: dict[str, tuple[int, int, tuple[int, int]]] = {}  # path -> (pid, descriptor, file)
 _alive: dict[tuple[int, int], set[bytes]] = {}  # file -> owners alive in this process
+# The claim bytes this process holds, by (descriptor, owner): how many of its blocks hold each
+# (they may overlap: locks never conflict within one process). One thread at a time takes one.
+_claims: dict[tuple[int, bytes], int] = {}
+_taking_a_claim = threading.Lock()
+_CLAIMS_FROM = 1 << 48  # past every owner's byte (_offset() is 48 bits)
 
 
 def mark_alive(database: Path, owner: bytes) -> None:
@@ -65,25 +76,57 @@ def mark_gone(database: Path, owner: bytes) -> None:
 
 @contextmanager
 def owner_gone(database: Path, owner: bytes) -> Iterator[bool]:
-    """Whether ``owner`` is gone; if so, its byte stays locked by this process for the block."""
+    """Whether ``owner`` is gone, as a block during which no other process finds it gone too.
+
+    Waits while another process claims the same owner's gates (its block: one UPDATE, bounded
+    by its store's timeout); where the kernel finds two processes waiting on each other's claim
+    bytes, the owner counts as alive this time and its gates are claimed at the next look."""
     with _lock:
         descriptor, owners = _opened(database)
-        if owner in owners:
-            is_gone = False
-        elif fcntl is None:
-            is_gone = True
-        else:
+        alive_here = owner in owners
+    if alive_here or fcntl is None:
+        yield not alive_here
+        return
+    if not _take_claim(descriptor, owner):
+        yield False
+        return
+    try:
+        with _lock:
             try:
                 fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _offset(owner))
-                is_gone = True
-            except OSError:  # another process holds it
+            except OSError:  # its owner holds it: alive
                 is_gone = False
-    try:
+            else:
+                fcntl.lockf(descriptor, fcntl.LOCK_UN, 1, _offset(owner))
+                is_gone = True
         yield is_gone
     finally:
-        if is_gone and fcntl is not None:
-            with _lock:
-                fcntl.lockf(descriptor, fcntl.LOCK_UN, 1, _offset(owner))
+        _let_go_of_claim(descriptor, owner)
+
+
+def _take_claim(descriptor: int, owner: bytes) -> bool:
+    """Hold ``owner``'s claim byte, waiting for another process's block to end; False when the
+    kernel refuses the wait (EDEADLK: two processes waiting on each other)."""
+    with _taking_a_claim:
+        with _lock:
+            held = _claims.get((descriptor, owner), 0)
+        if not held:
+            try:
+                fcntl.lockf(descriptor, fcntl.LOCK_EX, 1, _CLAIMS_FROM + _offset(owner))
+            except OSError:
+                return False
+        with _lock:
+            _claims[descriptor, owner] = held + 1
+    return True
+
+
+def _let_go_of_claim(descriptor: int, owner: bytes) -> None:
+    with _lock:
+        held = _claims.pop((descriptor, owner)) - 1
+        if held:
+            _claims[descriptor, owner] = held
+        else:
+            fcntl.lockf(descriptor, fcntl.LOCK_UN, 1, _CLAIMS_FROM + _offset(owner))
 
 
 def _path(database: Path) -> Path:
@@ -105,6 +148,7 @@ def _opened(database: Path) -> tuple[int, set[bytes]]:
     if any(pid != os.getpid() for pid, _, _ in _files.values()):  # a parent's, before a fork
         _files.clear()  # its descriptors stay open: closing one could drop locks taken here
         _alive.clear()
+        _claims.clear()
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         descriptor = os.open(path, flags, 0o600)

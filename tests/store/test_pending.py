@@ -176,3 +176,41 @@ def test_sqlite_store_objects_on_one_file_by_two_paths_see_each_other_alive(tmp_
             "gone: memorybook/store/lock_file.py must know its owners by the file, not the path")
         owner.close()
         assert len(claimant.claim_abandoned_gates("C-1042")) == 1
+
+
+CLAIMING_IN_A_PROCESS = """
+import sys, time
+from pathlib import Path
+from memorybook.store import lock_file
+
+database, owner, leaving = Path(sys.argv[1]), bytes.fromhex(sys.argv[2]), Path(sys.argv[3])
+with lock_file.owner_gone(database, owner) as gone:
+    print(gone, flush=True)
+    time.sleep(0.5)  # as a claim's UPDATE waiting for another process's write
+    leaving.touch()
+"""
+
+
+def test_an_owner_gone_is_never_taken_for_alive_while_another_process_claims_its_gates(
+    tmp_path,
+) -> None:
+    # Two replicas that look for abandoned gates at once: the one that looks while the other is
+    # claiming must wait its turn and find the owner gone, or it leaves the gates it listed for
+    # its next look (30 s later in the service: memorybook/service.py).
+    from memorybook.store import lock_file
+
+    database, owner, leaving = tmp_path / "memories.sqlite3", os.urandom(16), tmp_path / "left"
+    claimant = start_python(CLAIMING_IN_A_PROCESS, str(database), owner.hex(), str(leaving))
+    try:
+        assert claimant.stdout.readline() == "True\n", claimant.communicate()
+        with lock_file.owner_gone(database, owner) as gone:
+            after_the_other = leaving.exists()
+        assert gone, (
+            "an owner that is gone was taken for alive because another process was claiming "
+            "its gates: claimants must take turns, not test the owner's byte while another "
+            "holds it (owner_gone() in memorybook/store/lock_file.py)")
+        assert after_the_other, (
+            "two processes found the same owner gone at once: a claimant's block must end "
+            "before another's begins (owner_gone() in memorybook/store/lock_file.py)")
+    finally:
+        claimant.communicate(timeout=60)
