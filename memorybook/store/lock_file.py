@@ -24,6 +24,7 @@ import hashlib
 import os
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,19 +76,19 @@ def mark_gone(database: Path, owner: bytes) -> None:
 
 
 @contextmanager
-def owner_gone(database: Path, owner: bytes) -> Iterator[bool]:
+def owner_gone(database: Path, owner: bytes, seconds: float) -> Iterator[bool]:
     """Whether ``owner`` is gone, as a block during which no other process finds it gone too.
 
-    Waits while another process claims the same owner's gates (its block: one UPDATE, bounded
-    by its store's timeout); where the kernel finds two processes waiting on each other's claim
-    bytes, the owner counts as alive this time and its gates are claimed at the next look."""
+    Waits, at most ``seconds``, while another process claims the same owner's gates (its block:
+    one UPDATE, bounded by its store's timeout, unless that process is frozen); past them, the
+    owner counts as alive this time and its gates are claimed at the next look."""
     with _lock:
         descriptor, owners = _opened(database)
         alive_here = owner in owners
     if alive_here or fcntl is None:
         yield not alive_here
         return
-    if not _take_claim(descriptor, owner):
+    if not _take_claim(descriptor, owner, seconds):
         yield False
         return
     try:
@@ -104,20 +105,30 @@ def owner_gone(database: Path, owner: bytes) -> Iterator[bool]:
         _let_go_of_claim(descriptor, owner)
 
 
-def _take_claim(descriptor: int, owner: bytes) -> bool:
-    """Hold ``owner``'s claim byte, waiting for another process's block to end; False when the
-    kernel refuses the wait (EDEADLK: two processes waiting on each other)."""
-    with _taking_a_claim:
+def _take_claim(descriptor: int, owner: bytes, seconds: float) -> bool:
+    """Hold ``owner``'s claim byte, waiting for another process's block to end, at most
+    ``seconds`` (tried every 10 ms: a blocking lock would wait for a frozen process for ever);
+    False when it was not had by then."""
+    deadline = time.monotonic() + seconds
+    if not _taking_a_claim.acquire(timeout=max(0.0, seconds)):
+        return False
+    try:
         with _lock:
             held = _claims.get((descriptor, owner), 0)
-        if not held:
+        while not held:
             try:
-                fcntl.lockf(descriptor, fcntl.LOCK_EX, 1, _CLAIMS_FROM + _offset(owner))
-            except OSError:
-                return False
+                fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1,
+                            _CLAIMS_FROM + _offset(owner))
+                break
+            except OSError:  # another process claims this owner's gates
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)
         with _lock:
             _claims[descriptor, owner] = held + 1
-    return True
+        return True
+    finally:
+        _taking_a_claim.release()
 
 
 def _let_go_of_claim(descriptor: int, owner: bytes) -> None:

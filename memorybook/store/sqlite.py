@@ -197,7 +197,7 @@ class SQLiteDatabase(SqlDatabase):
         super().close()
 
     def owner_gone(self, owner: bytes) -> AbstractContextManager[bool]:
-        return lock_file.owner_gone(self.path, owner)
+        return lock_file.owner_gone(self.path, owner, self.seconds_left())
 
     def _wait_at_most(self, seconds: float) -> None:
         """How long SQLite waits for another process's lock, from now on (its busy timeout)."""

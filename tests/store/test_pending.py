@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 
 from memorybook.store import MemoryStore
 from tests.helpers import Backend, make_memory, start_python, ticket_ids, wait_until
@@ -184,7 +185,7 @@ from pathlib import Path
 from memorybook.store import lock_file
 
 database, owner, leaving = Path(sys.argv[1]), bytes.fromhex(sys.argv[2]), Path(sys.argv[3])
-with lock_file.owner_gone(database, owner) as gone:
+with lock_file.owner_gone(database, owner, 10) as gone:
     print(gone, flush=True)
     time.sleep(0.5)  # as a claim's UPDATE waiting for another process's write
     leaving.touch()
@@ -203,7 +204,7 @@ def test_an_owner_gone_is_never_taken_for_alive_while_another_process_claims_its
     claimant = start_python(CLAIMING_IN_A_PROCESS, str(database), owner.hex(), str(leaving))
     try:
         assert claimant.stdout.readline() == "True\n", claimant.communicate()
-        with lock_file.owner_gone(database, owner) as gone:
+        with lock_file.owner_gone(database, owner, 10) as gone:
             after_the_other = leaving.exists()
         assert gone, (
             "an owner that is gone was taken for alive because another process was claiming "
@@ -213,4 +214,24 @@ def test_an_owner_gone_is_never_taken_for_alive_while_another_process_claims_its
             "two processes found the same owner gone at once: a claimant's block must end "
             "before another's begins (owner_gone() in memorybook/store/lock_file.py)")
     finally:
+        claimant.communicate(timeout=60)
+
+
+def test_a_claimant_waits_for_a_frozen_one_no_longer_than_its_time(tmp_path) -> None:
+    from memorybook.store import lock_file
+
+    database, owner, leaving = tmp_path / "memories.sqlite3", os.urandom(16), tmp_path / "left"
+    claimant = start_python(CLAIMING_IN_A_PROCESS, str(database), owner.hex(), str(leaving))
+    try:
+        assert claimant.stdout.readline() == "True\n", claimant.communicate()
+        os.kill(claimant.pid, signal.SIGSTOP)  # frozen inside its claim
+        started = time.monotonic()
+        with lock_file.owner_gone(database, owner, 0.3) as gone:
+            waited = time.monotonic() - started
+        assert not gone and waited < 2, (
+            f"a claimant waited {waited:.1f} s for another frozen in its claim, given 0.3 s, "
+            f"and found the owner {'gone' if gone else 'alive'}: the wait for the claim byte "
+            "must end by the call's time (_take_claim() in memorybook/store/lock_file.py)")
+    finally:
+        os.kill(claimant.pid, signal.SIGCONT)
         claimant.communicate(timeout=60)
