@@ -41,6 +41,7 @@ from memorybook.store.validation import (
     checked_ticket_id,
     shown,
 )
+from memorybook.store.writes import UNKNOWN_TICKET
 
 MAX_MEMORIES_PER_CUSTOMER = 50
 _MICROSECOND = timedelta(microseconds=1)
@@ -234,6 +235,7 @@ class EncryptedStore(GateRecords):
             "customer": customer, "ticket": ticket, "sealed": sealed,
             "sealed_ticket": sealed_ticket, "expires_at": ends,
             "now": now, "max_memories": self.max_memories, "all_rows": _ALL_ROWS,
+            "unknown_ticket": UNKNOWN_TICKET,
         }
         if gate_id is None:
             evicted, deleted = self._database.save_alone(customer, parameters)
@@ -304,6 +306,9 @@ class EncryptedStore(GateRecords):
         )
         events = []
         for event, at, sealed_ticket in rows:
+            if bytes(sealed_ticket) == UNKNOWN_TICKET:  # its memory's row lacked it
+                events.append(HistoryEvent(event, None, moment(at)))
+                continue
             try:
                 ticket_id = keys.unseal(customer, _HISTORY_AAD, sealed_ticket)
             except UnreadableMemory as unreadable:

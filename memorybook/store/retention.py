@@ -26,7 +26,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class HistoryEvent(NamedTuple):
     """One thing that happened to one of a customer's memories: never the memory itself.
 
-    ``ticket_id`` is None for a memory that could not be read when it was evicted or expired.
+    ``ticket_id`` is None for a memory that could not be read when it was evicted or expired, or
+    whose row lacked its ticket id sealed for history (written by an earlier version while this
+    one upgraded the store).
     """
 
     event: str

@@ -39,10 +39,15 @@ SAVE_PARAMETERS = {
     "now": "integer",  # the store's clock
     "max_memories": "integer",  # the cap
     "all_rows": "integer",  # a LIMIT that limits nothing (SQLite has no OFFSET without LIMIT)
+    # History's ticket for a row without its sealed ticket id (NULL): one written by a replica
+    # still running an earlier version while this one upgraded, or loaded by hand.
+    "unknown_ticket": "bytes",
 }
 
 _EXPIRED = "customer_digest = :customer AND expires_at <= :now"
 _HISTORY_COLUMNS = f"{HISTORY_TABLE} (customer_digest, event, at, sealed_ticket)"
+UNKNOWN_TICKET = b""  # never a sealed value, which is at least its nonce and tag
+_TICKET = "COALESCE(sealed_ticket, :unknown_ticket)"  # a row's ticket id, as history holds it
 # The customer's rows beyond the newest max_memories (read only once the count says so).
 _OVER_THE_CAP = (
     f"id IN (SELECT id FROM {MEMORIES_TABLE} WHERE customer_digest = :customer"
@@ -66,7 +71,7 @@ SAVE_STEPS = (
     Step(f"(SELECT MIN(expires_at) FROM {MEMORIES_TABLE} WHERE customer_digest = :customer"
              " AND expires_at IS NOT NULL) <= :now", (
         f"INSERT INTO {_HISTORY_COLUMNS} SELECT customer_digest, '{EXPIRED}', expires_at,"
-        f" sealed_ticket FROM {MEMORIES_TABLE} WHERE {_EXPIRED} ORDER BY expires_at, id",
+        f" {_TICKET} FROM {MEMORIES_TABLE} WHERE {_EXPIRED} ORDER BY expires_at, id",
         f"UPDATE {COUNTS_TABLE} SET memories = memories - (SELECT COUNT(*) FROM {MEMORIES_TABLE}"
         f" WHERE {_EXPIRED}) WHERE customer_digest = :customer",
         f"DELETE FROM {MEMORIES_TABLE} WHERE {_EXPIRED}",
@@ -85,7 +90,7 @@ SAVE_STEPS = (
     Step(f"(SELECT memories FROM {COUNTS_TABLE} WHERE customer_digest = :customer)"
              " > :max_memories", (
         f"INSERT INTO {_HISTORY_COLUMNS} SELECT customer_digest, '{EVICTED}', :now,"
-        f" sealed_ticket FROM {MEMORIES_TABLE} WHERE {_OVER_THE_CAP} ORDER BY id",
+        f" {_TICKET} FROM {MEMORIES_TABLE} WHERE {_OVER_THE_CAP} ORDER BY id",
         f"DELETE FROM {MEMORIES_TABLE} WHERE {_OVER_THE_CAP} RETURNING id, ticket_digest, sealed",
         f"UPDATE {COUNTS_TABLE} SET memories = :max_memories WHERE customer_digest = :customer",
     )),

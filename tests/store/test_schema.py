@@ -117,6 +117,34 @@ def test_a_format_3_store_larger_than_an_upgrade_batch_has_every_row_sealed(
     )
 
 
+def test_a_row_an_earlier_version_writes_after_the_upgrade_is_evicted_with_an_unknown_ticket(
+    backend: Backend,
+) -> None:
+    # During a rolling upgrade, a replica still running format 3's code writes rows without
+    # their sealed ticket id: a save must still evict them, history naming no ticket.
+    with backend.open(max_memories=1) as store:
+        row = store.sealed_row("C-1042", make_memory("C-1042", "T-1"))
+    connection, mark = backend.connect_directly()
+    with contextlib.closing(connection):
+        connection.execute(
+            "INSERT INTO memorybook_memories (customer_digest, ticket_digest, sealed)"
+            f" VALUES ({mark}, {mark}, {mark})", row[:3],
+        )
+        connection.execute(
+            f"INSERT INTO memorybook_counts (customer_digest, memories) VALUES ({mark}, 1)",
+            row[:1],
+        )
+        connection.commit()
+    with backend.open(max_memories=1) as store:
+        assert ticket_ids(store.save("C-1042", make_memory("C-1042", "T-2"))) == ["T-1"]
+        assert [(event, ticket) for event, ticket, _ in store.history("C-1042")] == [
+            ("saved", "T-2"), ("evicted", None)
+        ], (
+            "A row without its sealed ticket id must be evicted all the same, its history "
+            "ticket unknown (writes.UNKNOWN_TICKET, EncryptedStore.history())."
+        )
+
+
 def make_old_store(
     backend: Backend, memories: list[dict], *, format_number: int,
     expires_at: list[datetime | None] | None = None,
