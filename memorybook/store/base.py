@@ -498,6 +498,8 @@ class EncryptedStore(GateRecords):
         self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str
     ) -> list[dict]:
         """The memories of these rows that can be read; a notice counts the others."""
+        if not rows:  # as after most saves
+            return []
         opened = self._opened(customer, rows)
         memories = [memory for memory in opened if not isinstance(memory, UnreadableMemory)]
         unreadable = len(opened) - len(memories)
