@@ -19,7 +19,6 @@ from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys, decode_all
 from memorybook.store.pending import GateRecords
 from memorybook.store.retention import (
-    EXPIRED,
     FORGOTTEN,
     SUPERSEDED,
     Clock,
@@ -285,7 +284,8 @@ class EncryptedStore(GateRecords):
         for (customer,) in customers:
             customer = bytes(customer)
             with self._database.write_transaction(customer):
-                swept += self._delete_expired(customer, now)
+                swept += self._database.run_expiry(
+                    {"customer": customer, "now": now, "unknown_ticket": UNKNOWN_TICKET})
         self._database.erase_deleted_rows()
         return swept
 
@@ -421,14 +421,6 @@ class EncryptedStore(GateRecords):
             customer_id, customer, [(ticket, sealed) for _, sealed in rows], "Forgot"
         )
 
-    def _delete_expired(self, customer: bytes, now: int) -> int:
-        """Inside a write transaction: delete the customer's expired memories, each recorded
-        in history at the time it expired; return how many."""
-        [expired] = self._database.run_together([self._deleting_expired(customer, now)])
-        self._record_all(customer, self._expired_events(customer, expired))
-        self._count_deleted(customer, len(expired))
-        return len(expired)
-
     def _count_deleted(self, customer: bytes, deleted: int) -> None:
         """Inside a write transaction: take rows deleted off the customer's count."""
         self._database.run_before_commit(
@@ -436,25 +428,6 @@ class EncryptedStore(GateRecords):
             " ELSE 0 END WHERE customer_digest = ?",
             [(deleted, deleted, customer)],
         )
-
-    @staticmethod
-    def _deleting_expired(customer: bytes, now: int) -> tuple[str, tuple]:
-        """The statement that deletes the customer's expired memories and returns them: its
-        range of the expiry index holds those rows alone, however many others the customer
-        has."""
-        return (
-            "DELETE FROM memorybook_memories WHERE customer_digest = ? AND expires_at <= ?"
-            " RETURNING id, ticket_digest, sealed, expires_at",
-            (customer, now),
-        )
-
-    def _expired_events(
-        self, customer: bytes, expired: list[tuple]
-    ) -> list[tuple[str, str | None, int]]:
-        """The history events of the expired rows ``_deleting_expired()`` returned: each at the
-        time it expired, in the order they were saved."""
-        return [(EXPIRED, self._ticket_in(customer, ticket, sealed), expired_at)
-                for _, ticket, sealed, expired_at in sorted(expired)]
 
     def _record_all(self, customer: bytes, events: list[tuple[str, str | None, int]]) -> None:
         """Add events (name, ticket id, time) to the customer's history, in this order; each

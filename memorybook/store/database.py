@@ -23,7 +23,14 @@ from memorybook.store.schema import (
     upgrade_tables,
 )
 from memorybook.store.validation import MemoryStoreError
-from memorybook.store.writes import ERASE_STEPS, SAVE_STEPS, Step, positional
+from memorybook.store.writes import (
+    ERASE_STEPS,
+    EXPIRED_COUNT,
+    EXPIRING,
+    SAVE_STEPS,
+    Step,
+    positional,
+)
 
 
 class SqlDatabase:
@@ -157,6 +164,15 @@ class SqlDatabase:
             rows, _ = self._run_steps(ERASE_STEPS, parameters)
             return rows
 
+    def run_expiry(self, parameters: dict[str, object]) -> int:
+        """Inside a write transaction: a customer's expired memories go, as a save's first step
+        (writes.EXPIRING) has them go; how many."""
+        [(expired,)] = self.run(*positional(EXPIRED_COUNT, parameters))
+        if expired:
+            for statement in EXPIRING.statements:
+                self.run(*positional(statement, parameters))
+        return expired
+
     def _run_steps(
         self, steps: tuple[Step, ...], parameters: dict[str, object]
     ) -> tuple[list[tuple], bool]:
@@ -185,11 +201,6 @@ class SqlDatabase:
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
         """One statement, written with ``?`` placeholders; its rows ([] if it returns none)."""
         raise NotImplementedError
-
-    def run_together(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
-        """Statements run in order, as ``run()`` runs each; the rows of each. A backend on a
-        server sends them at once, and waits once for their answers."""
-        return [self.run(sql, params) for sql, params in statements]
 
     def run_before_commit(self, sql: str, rows: list[tuple]) -> None:
         """Inside a write transaction: a statement run once for each of ``rows``, whose result

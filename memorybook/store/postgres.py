@@ -120,14 +120,10 @@ class PostgresDatabase(SqlDatabase):
             self._watchdog.disarm()
 
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
-        [rows] = self.run_together([(sql, params)])
-        return rows
-
-    def run_together(self, statements: list[tuple[str, tuple]]) -> list[list[tuple]]:
-        cursors = [self._send(sql, params) for sql, params in statements]
+        cursor = self._send(sql, params)
         self.flush()
         try:
-            return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
+            return cursor.fetchall() if cursor.description else []
         except self._psycopg.Error as error:
             raise self._error(error) from None
 
@@ -186,11 +182,11 @@ class PostgresDatabase(SqlDatabase):
     @contextmanager
     def write_transaction(self, lock_key: bytes) -> Iterator[None]:
         """A transaction holding the advisory lock of ``lock_key``, whose statements travel
-        together: the BEGIN and the lock go with the first statements whose rows are needed
-        (``run()``, ``run_together()``), and the commit with whatever ``run_before_commit()``
-        left: ``forget()`` thus waits for the server twice (a save or an erasure alone is one
-        call of its function instead). Without pipeline mode (a libpq older than 14) each
-        statement waits for its own answer.
+        together: the BEGIN and the lock go with the first statement whose rows are needed
+        (``run()``), and the commit with whatever ``run_before_commit()`` left: ``forget()``
+        thus waits for the server twice (a save or an erasure alone is one call of its function
+        instead). Without pipeline mode (a libpq older than 14) each statement waits for its
+        own answer.
         """
         lock_id = self._transaction_lock = _write_lock_id(lock_key)
         with ExitStack() as pipeline:

@@ -95,7 +95,9 @@ SAVE_STEPS = (
         f"UPDATE {COUNTS_TABLE} SET memories = :max_memories WHERE customer_digest = :customer",
     )),
 )
+EXPIRING = SAVE_STEPS[0]  # also what sweep() runs for each customer
 EVICTING = SAVE_STEPS[2]  # its rows with RETURNING are the memories evicted
+EXPIRED_COUNT = f"SELECT COUNT(*) FROM {MEMORIES_TABLE} WHERE {_EXPIRED}"
 _RETURNING = " RETURNING "
 
 # Erasing a customer: its memories (returned), history, count and pending gates (a gate still to
