@@ -69,7 +69,7 @@ SAVE_STEPS = (
     # (Their earliest expiry, from the expiry index whatever the plan: an EXISTS over them may be
     # planned, for any parameters, as a scan of the table, which a table of few customers favours.)
     Step(f"(SELECT MIN(expires_at) FROM {MEMORIES_TABLE} WHERE customer_digest = :customer"
-             " AND expires_at IS NOT NULL) <= :now", (
+         " AND expires_at IS NOT NULL) <= :now", (
         f"INSERT INTO {_HISTORY_COLUMNS} SELECT customer_digest, '{EXPIRED}', expires_at,"
         f" {_TICKET} FROM {MEMORIES_TABLE} WHERE {_EXPIRED} ORDER BY expires_at, id",
         f"UPDATE {COUNTS_TABLE} SET memories = memories - (SELECT COUNT(*) FROM {MEMORIES_TABLE}"
@@ -88,7 +88,7 @@ SAVE_STEPS = (
     # Over the cap, the oldest rows go to history, then go (their rows are the save's result:
     # the last statement with RETURNING), and the count is the cap.
     Step(f"(SELECT memories FROM {COUNTS_TABLE} WHERE customer_digest = :customer)"
-             " > :max_memories", (
+         " > :max_memories", (
         f"INSERT INTO {_HISTORY_COLUMNS} SELECT customer_digest, '{EVICTED}', :now,"
         f" {_TICKET} FROM {MEMORIES_TABLE} WHERE {_OVER_THE_CAP} ORDER BY id",
         f"DELETE FROM {MEMORIES_TABLE} WHERE {_OVER_THE_CAP} RETURNING id, ticket_digest, sealed",
