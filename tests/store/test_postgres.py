@@ -119,10 +119,18 @@ def test_a_call_to_a_frozen_postgres_server_ends_within_its_timeout(
         assert isinstance(error, MemoryStoreError), error
         assert f"{call}() had no answer" in str(error) and "connects again" in str(error)
         assert took <= seconds + MARGIN_SECONDS, f"{took:.2f} s for a timeout of {seconds} s"
-        with psycopg.connect(backend.url) as admin:  # the thawed session sees its socket shut
+        # The thawed session sees its socket shut, and ends. (Autocommit: inside a transaction,
+        # pg_stat_activity shows what it showed at its first read, ended sessions included.)
+        with psycopg.connect(backend.url, autocommit=True) as admin:
             deadline = time.monotonic() + 10
-            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchall():
-                assert time.monotonic() < deadline, "the frozen session never ended"
+            while session := admin.execute(
+                "SELECT state, wait_event_type, wait_event, query FROM pg_stat_activity"
+                " WHERE pid = %s", (pid,)).fetchall():
+                assert time.monotonic() < deadline, (
+                    f"the frozen session was still there 10 s after it thawed: {session[0]} "
+                    "(state, wait event type and name, query). It should end once it reads the "
+                    "socket the store's watchdog shut (postgres.py Watchdog)."
+                )
                 time.sleep(0.05)
         # A save is one statement (writes.py), which the server runs once it thaws, though its
         # answer can no longer reach us: so the error says the change may have been made.
