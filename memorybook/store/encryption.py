@@ -39,7 +39,9 @@ class Keys:
 
     def __init__(self, store_key: bytes) -> None:
         self._cipher = AESGCM(_derive(store_key, b"memorybook: encrypt memories"))
-        self._lookup_key = _derive(store_key, b"memorybook: lookup digests")
+        # Keyed once: each digest starts from a copy, not from the key.
+        self._lookup = hmac.new(_derive(store_key, b"memorybook: lookup digests"), None,
+                                hashlib.sha256)
         check_key = _derive(store_key, b"memorybook: key check")
         self.check_value = hmac.new(check_key, _KEY_CHECK_MESSAGE, hashlib.sha256).digest()
 
@@ -81,7 +83,9 @@ class Keys:
 
     def _digest(self, parts: list[str]) -> bytes:
         message = json.dumps(parts).encode("ascii")  # unambiguous, whatever the ids contain
-        return hmac.digest(self._lookup_key, message, "sha256")
+        lookup = self._lookup.copy()
+        lookup.update(message)
+        return lookup.digest()
 
 
 def decode_all(texts: list[str]) -> list[dict | UnreadableMemory]:

@@ -131,6 +131,24 @@ def test_a_memory_has_a_size_limit(store: MemoryStore) -> None:
     store.save("C-1042", make_memory("C-1042", "T-2", text="x" * (MAX_MEMORY_BYTES // 2)))
 
 
+# Either side of the values validation.py checks at a glance (_plainly_within_limits), beyond
+# which they are counted exactly: a memory nested to the limit is kept, one level more refused.
+@pytest.mark.parametrize("values", [9_000, 11_000])
+def test_a_memory_nested_to_the_limit_is_kept_and_one_level_more_refused_whatever_its_size(
+    store: MemoryStore, values: int
+) -> None:
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"]["many"] = list(range(values))
+    memory["jev_answered"]["deep"] = nested(98)  # levels 3 to 100 of the memory
+    store.save("C-1042", memory)
+    assert store.recall("C-1042") == [memory]
+    deeper = make_memory("C-1042", "T-2")
+    deeper["jev_answered"]["many"] = list(range(values))
+    deeper["jev_answered"]["deep"] = nested(99)
+    with pytest.raises(ValueError, match="nested more than 100 levels"):
+        store.save("C-1042", deeper)
+
+
 def test_huge_ids_are_cut_short_in_error_messages(store: MemoryStore) -> None:
     huge = "C-" + "9" * 1_000_000
     for call in (
