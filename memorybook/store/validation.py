@@ -142,9 +142,9 @@ def _shape_beyond_limits(value: object) -> str | None:
     while path:
         item, children, totals = path[-1]
         for child in children:
-            if not isinstance(child, _CONTAINERS):  # most values: no call to _children()
-                continue
             held = _children(child)
+            if held is None:
+                continue
             known = measured.get(id(child))
             if known is None:
                 if id(child) in on_path or len(path) >= MAX_MEMORY_NESTING:

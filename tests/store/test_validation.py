@@ -145,8 +145,14 @@ def test_a_memory_nested_to_the_limit_is_kept_and_one_level_more_refused_whateve
     deeper = make_memory("C-1042", "T-2")
     deeper["jev_answered"]["many"] = list(range(values))
     deeper["jev_answered"]["deep"] = nested(99)
-    with pytest.raises(ValueError, match="nested more than 100 levels"):
+    try:
         store.save("C-1042", deeper)
+    except ValueError as error:
+        assert "nested more than 100 levels" in str(error), error
+    else:
+        pytest.fail(f"A memory of {values:,} values nested 101 levels deep was saved: "
+                    "_plainly_within_limits() in memorybook/store/validation.py must count the "
+                    "levels as _shape_beyond_limits() does.")
 
 
 def test_huge_ids_are_cut_short_in_error_messages(store: MemoryStore) -> None:
