@@ -155,6 +155,23 @@ def test_a_memory_nested_to_the_limit_is_kept_and_one_level_more_refused_whateve
                     "levels as _shape_beyond_limits() does.")
 
 
+def test_a_memory_holding_dicts_of_other_kinds_is_checked_as_plain_dicts_are(
+    store: MemoryStore,
+) -> None:
+    from collections import OrderedDict, defaultdict
+
+    class Generated(dict):  # values() a generator, which has no len()
+        def values(self):  # type: ignore[override]
+            return iter(list(super().values()))
+
+    memory = make_memory("C-1042", "T-1")
+    memory["jev_answered"].update(ordered=OrderedDict(a=1), default=defaultdict(list, b=[2]),
+                                  generated=Generated(c={"d": [3]}))
+    store.save("C-1042", memory)
+    assert store.recall("C-1042") == [memory], (
+        "memorybook/store/validation.py must read a dict's values as _children() does")
+
+
 def test_huge_ids_are_cut_short_in_error_messages(store: MemoryStore) -> None:
     huge = "C-" + "9" * 1_000_000
     for call in (
