@@ -32,6 +32,7 @@ _KEY_CHECK_MESSAGE = b"memorybook key check"
 _SEALED_VERSION = b"\x01"
 _NONCE_BYTES = 12
 _KEY_TEXT = re.compile(r"[A-Za-z0-9_-]{43}=")  # 32 bytes in URL-safe base64, nothing else
+_DAMAGED = "failed its integrity check: it was changed or damaged outside memorybook"
 
 
 class Keys:
@@ -77,9 +78,7 @@ class Keys:
                 raise InvalidTag
             return self._cipher.decrypt(nonce, ciphertext, customer + ticket).decode("utf-8")
         except (InvalidTag, ValueError):
-            raise UnreadableMemory(
-                "failed its integrity check: it was changed or damaged outside memorybook"
-            ) from None
+            raise UnreadableMemory(_DAMAGED) from None
 
     def _digest(self, parts: list[str]) -> bytes:
         message = json.dumps(parts).encode("ascii")  # unambiguous, whatever the ids contain
@@ -114,9 +113,7 @@ def _decoded(text: str) -> dict:
     try:
         return json.loads(text)
     except ValueError:
-        raise UnreadableMemory(
-            "failed its integrity check: it was changed or damaged outside memorybook"
-        ) from None
+        raise UnreadableMemory(_DAMAGED) from None
     except RecursionError:
         raise UnreadableMemory(
             f"is nested too deeply to decode (it was saved before memorybook refused memories "

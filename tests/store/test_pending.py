@@ -84,7 +84,8 @@ def test_erasing_a_customer_erases_their_pending_gates_and_no_gate_saves_after_i
         assert store.settle_gate(mine, keep=True) is False
         assert store.recall("C-1042") == [], (
             "a gate pending when its customer was erased saved its memory after the erasure: "
-            "forget_customer() must delete the customer's pending rows (memorybook/store/base.py)"
+            "forget_customer() must delete the customer's pending rows (ERASE_STEPS in "
+            "memorybook/store/writes.py)"
         )
         assert store.settle_gate(kept, keep=True) is True
         assert ticket_ids(store.recall("C-2210")) == ["T-2"]

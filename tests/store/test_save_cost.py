@@ -35,9 +35,10 @@ def test_a_save_reads_no_more_for_a_customer_of_2000_memories_than_for_one_of_10
         assert len(store.recall("C-many")) == MANY + WARM_UP + 1
     assert work["C-many"] <= work["C-few"] + 10, (
         f"A save for a customer of {MANY:,} memories took {work['C-many']:,} units of work "
-        f"against {work['C-few']:,} for one of 10 ({backend.name}): a statement of save() in "
-        "base.py reads the customer's other rows. Find them through an index range that holds "
-        "only the rows the statement needs (schema.py's expiry index, the counts table)."
+        f"against {work['C-few']:,} for one of 10 ({backend.name}): a statement of the save "
+        "(memorybook/store/writes.py) reads the customer's other rows. Find them through an "
+        "index range that holds only the rows the statement needs (schema.py's expiry index, "
+        "the counts table)."
     )
     assert work["C-few"] < MANY, (
         f"A save for a customer of 10 memories took {work['C-few']:,} units of work "
