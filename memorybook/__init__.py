@@ -26,54 +26,12 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     testing                               pytest fixtures: replay an app's recording, record it
     MemorybookError                       the root of every error above; each is exported here
 
-Nothing is read, opened or started when this package is imported.
+Importing this package opens no data file and starts nothing, and it loads no module
+before one of its names is used: `__init__.pyi` lists the names and where each comes from.
+So an app that uses only the store (`from memorybook.store import open_store`) never loads
+the SDK or the client.
 """
 
-from memorybook.api_errors import (
-    AnswerRefusedError,
-    CallTimeoutError,
-    LiveCallFailed,
-    PlainHttpRefusedError,
-    ProxySettingError,
-)
-from memorybook.config import REMEMBER_AT, TYPESAFE_MODEL, ConfigError
-from memorybook.errors import MemorybookError
-from memorybook.gates import PendingGates
-from memorybook.in_flight import InFlight
-from memorybook.jev import Jev, Mode, default_jev, request_json
-from memorybook.memory import (
-    GATE,
-    MEMORY_KEY,
-    InMemoryMemories,
-    MissingCustomerIdError,
-    as_memory,
-    customer_id,
-    remember_probability,
-    state_with_memories,
-    ticket_id_of,
-    worth_keeping,
-)
-from memorybook.recording import CommitError, RecordingError
-from memorybook.replay import RecordingMissError
-from memorybook.stand_in import MadeUpJev
-from memorybook.store import (
-    MemoryNotFoundError,
-    MemoryStore,
-    MemoryStoreError,
-    MemoryStoreKeyError,
-    open_store,
-)
-from memorybook.store.turns import CustomerTurns
-from memorybook.wrapper import ask_with_memory, ask_with_memory_async
+import lazy_loader
 
-__all__ = [
-    "GATE", "MEMORY_KEY", "REMEMBER_AT", "TYPESAFE_MODEL",
-    "AnswerRefusedError", "CallTimeoutError", "CommitError", "ConfigError", "CustomerTurns",
-    "InFlight", "InMemoryMemories", "Jev", "LiveCallFailed", "MadeUpJev", "MemorybookError",
-    "MemoryNotFoundError", "MemoryStore", "MemoryStoreError", "MemoryStoreKeyError",
-    "MissingCustomerIdError", "Mode", "PendingGates", "PlainHttpRefusedError",
-    "ProxySettingError", "RecordingError", "RecordingMissError",
-    "as_memory", "ask_with_memory", "ask_with_memory_async", "customer_id", "default_jev",
-    "open_store", "remember_probability", "request_json", "state_with_memories", "ticket_id_of",
-    "worth_keeping",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -28,7 +28,9 @@ def noting(file, *args, **kwargs):
     return real_open(file, *args, **kwargs)
 builtins.open = io.open = noting
 import {modules}
-ours = [name for name in opened if name.startswith({root!r}) and "/.venv/" not in name]
+# A stub is code, not data: memorybook/__init__.pyi is how the package learns where its names live.
+ours = [name for name in opened if name.startswith({root!r}) and "/.venv/" not in name
+        and not name.endswith(".pyi")]
 print("opened:", ours)
 import typesafe_sdk
 made = [f"{{module}}.{{name}}" for module in list(sys.modules) if module.startswith("memorybook")
@@ -53,6 +55,23 @@ def test_importing_every_module_opens_no_file_of_ours_and_starts_no_client():
         "opened: []", "clients: []", "shell: None", "excepthook replaced: False"], (
         "importing memorybook's modules must open no file of ours, make no client and touch no "
         f"shell or hook (make them at first use instead): {result.stdout}")
+
+
+def test_an_app_that_uses_only_the_store_loads_neither_the_sdk_nor_the_client():
+    # What a fresh interpreter loads is the subject, hence the process.
+    code = ("import sys; from memorybook.store import open_store, SQLiteMemoryStore; "
+            "print(sorted({name.split('.')[0] for name in sys.modules} & "
+            "{'typesafe_sdk', 'httpx2', 'pydantic', 'cooksafe'}), "
+            "sorted(name for name in sys.modules if name.startswith('memorybook.')"
+            " and not name.startswith(('memorybook.store', 'memorybook.errors'))))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "[]"], (
+        "`from memorybook.store import open_store` loaded these (SDK and client packages, then "
+        f"memorybook's modules beyond the store): {result.stdout.strip()}. The store must not "
+        "need them: keep memorybook/__init__.py lazy (names listed in __init__.pyi) and import "
+        "them inside memorybook/store/ only where a call needs them")
 
 
 def test_the_model_is_pinned_once():

@@ -51,10 +51,12 @@ def test_the_wheel_an_app_installs_holds_memorybook_alone(wheel):
         "[tool.setuptools.packages.find] in pyproject.toml")
     assert not any(name.endswith("entry_points.txt") for name in names), (
         "the wheel registers entry points: an app's install must register nothing")
-    missing = {"memorybook/__init__.py", "memorybook/store/__init__.py"} - set(names)
+    # __init__.pyi too: without it `import memorybook` fails, as it reads there what it exports
+    missing = {"memorybook/__init__.py", "memorybook/__init__.pyi",
+               "memorybook/store/__init__.py"} - set(names)
     assert not missing, (
-        f"the wheel lacks {sorted(missing)}: check [tool.setuptools.packages.find] in "
-        "pyproject.toml")
+        f"the wheel lacks {sorted(missing)}: check [tool.setuptools.packages.find] (and, for a "
+        "stub, [tool.setuptools.package-data]) in pyproject.toml")
 
 
 def test_the_lock_resolves_an_apps_install_without_the_notebook_stack():
@@ -141,10 +143,12 @@ def test_an_apps_install_weighs_at_most_116_megabytes(app_venv):
 
 
 def test_an_apps_install_imports_the_package_the_store_and_the_extras(app_venv):
-    imported = in_app_venv(app_venv, "import memorybook, memorybook.store, fastapi, uvicorn, "
-                                     "psycopg; print(memorybook.__file__)")
+    # Every name memorybook exports (each loads its module at first use), the store, the extras
+    imported = in_app_venv(app_venv, "import memorybook; from memorybook import *; "
+                                     "import memorybook.store, fastapi, uvicorn, psycopg; "
+                                     "print(memorybook.__file__)")
     assert imported.returncode == 0, (
-        f"`import memorybook, memorybook.store` or an extra's module fails where only "
+        f"`from memorybook import *`, `import memorybook.store` or an extra's module fails where only "
         f"memorybook[{EXTRAS}] is installed: memorybook/ imports something its dependencies "
         f"do not bring (add it to pyproject.toml, or import it lazily):\n{imported.stderr}")
     assert imported.stdout.startswith(str(app_venv)), (

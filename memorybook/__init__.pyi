@@ -1,0 +1,54 @@
+"""The names `memorybook` exports and the module each comes from. Type checkers read them
+here; at run time `__init__.py` imports a name's module when the name is first used."""
+
+from .api_errors import (
+    AnswerRefusedError as AnswerRefusedError,
+    CallTimeoutError as CallTimeoutError,
+    LiveCallFailed as LiveCallFailed,
+    PlainHttpRefusedError as PlainHttpRefusedError,
+    ProxySettingError as ProxySettingError,
+)
+from .config import (
+    REMEMBER_AT as REMEMBER_AT,
+    TYPESAFE_MODEL as TYPESAFE_MODEL,
+    ConfigError as ConfigError,
+)
+from .errors import MemorybookError as MemorybookError
+from .gates import PendingGates as PendingGates
+from .in_flight import InFlight as InFlight
+from .jev import (
+    Jev as Jev,
+    Mode as Mode,
+    default_jev as default_jev,
+    request_json as request_json,
+)
+from .memory import (
+    GATE as GATE,
+    MEMORY_KEY as MEMORY_KEY,
+    InMemoryMemories as InMemoryMemories,
+    MissingCustomerIdError as MissingCustomerIdError,
+    as_memory as as_memory,
+    customer_id as customer_id,
+    remember_probability as remember_probability,
+    state_with_memories as state_with_memories,
+    ticket_id_of as ticket_id_of,
+    worth_keeping as worth_keeping,
+)
+from .recording import (
+    CommitError as CommitError,
+    RecordingError as RecordingError,
+)
+from .replay import RecordingMissError as RecordingMissError
+from .stand_in import MadeUpJev as MadeUpJev
+from .store import (
+    MemoryNotFoundError as MemoryNotFoundError,
+    MemoryStore as MemoryStore,
+    MemoryStoreError as MemoryStoreError,
+    MemoryStoreKeyError as MemoryStoreKeyError,
+    open_store as open_store,
+)
+from .store.turns import CustomerTurns as CustomerTurns
+from .wrapper import (
+    ask_with_memory as ask_with_memory,
+    ask_with_memory_async as ask_with_memory_async,
+)
