@@ -21,16 +21,18 @@ import heapq
 import itertools
 import os
 from collections.abc import Awaitable, Callable
-
-from typesafe_sdk import SystemOneResponse
+from typing import TYPE_CHECKING
 
 from memorybook.config import ConfigError
+
+if TYPE_CHECKING:  # the service's settings import this module, and need no SDK
+    from typesafe_sdk import SystemOneResponse
 
 MAX_IN_FLIGHT_ENV = "MEMORYBOOK_MAX_IN_FLIGHT"
 DEFAULT_MAX_IN_FLIGHT = 8
 ROUTING, GATING = 0, 1  # the lower goes first
 
-AskAsync = Callable[[dict, dict], Awaitable[SystemOneResponse]]
+AskAsync = Callable[[dict, dict], Awaitable["SystemOneResponse"]]  # as Jev.ask_async
 
 
 def max_in_flight() -> int:

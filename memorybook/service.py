@@ -33,7 +33,7 @@ from typesafe_sdk import SystemOneResponse, TypeSafeError
 from memorybook.api_errors import describe_api_failure
 from memorybook.example import ROUTE
 from memorybook.gates import PendingGates
-from memorybook.in_flight import InFlight
+from memorybook.in_flight import AskAsync, InFlight
 from memorybook.jev import Jev
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
@@ -56,7 +56,6 @@ from memorybook.service_settings import ServiceSettings
 from memorybook.store import STORE_URL_ENV, MemoryStoreError, open_store
 from memorybook.store.turns import CustomerTurns
 from memorybook.wrapper import (
-    AskAsync,
     ask_with_memory_async,
     recover_abandoned_gates,
     recover_gates,

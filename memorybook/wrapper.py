@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from typesafe_sdk import SystemOneResponse, TypeSafeError
@@ -28,6 +27,7 @@ from typesafe_sdk import SystemOneResponse, TypeSafeError
 from memorybook.api_errors import describe_api_failure
 from memorybook.config import REMEMBER_AT
 from memorybook.gates import PendingGates
+from memorybook.in_flight import AskAsync
 from memorybook.jev import default_jev
 from memorybook.memory import (
     GATE,
@@ -44,7 +44,6 @@ from memorybook.replay import RecordingMissError
 if TYPE_CHECKING:
     from memorybook.store.pending import PendingGate
 
-AskAsync = Callable[[dict, dict], Awaitable[SystemOneResponse]]
 
 log = logging.getLogger("memorybook")
 # Customers whose abandoned gates run side by side: each holds a turn meanwhile (on PostgreSQL a

@@ -148,9 +148,10 @@ def test_an_apps_install_imports_the_package_the_store_and_the_extras(app_venv):
                                      "import memorybook.store, fastapi, uvicorn, psycopg; "
                                      "print(memorybook.__file__)")
     assert imported.returncode == 0, (
-        f"`from memorybook import *`, `import memorybook.store` or an extra's module fails where only "
-        f"memorybook[{EXTRAS}] is installed: memorybook/ imports something its dependencies "
-        f"do not bring (add it to pyproject.toml, or import it lazily):\n{imported.stderr}")
+        f"`from memorybook import *`, `import memorybook.store` or an extra's module "
+        f"fails where only memorybook[{EXTRAS}] is installed: memorybook/ imports something "
+        f"its dependencies do not bring (add it to pyproject.toml, or import it lazily):\n"
+        f"{imported.stderr}")
     assert imported.stdout.startswith(str(app_venv)), (
         f"the app imported another memorybook than the one installed: {imported.stdout}")
 
