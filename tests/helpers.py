@@ -20,7 +20,8 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -105,6 +106,29 @@ def live_jev(monkeypatch, base_url: str, key: str, recording: Path, **extra: str
     is to a process, allowed even under CI. The example's Jev records into it too."""
     return fresh_jev(monkeypatch, recording, TYPESAFE_API_KEY=key, TYPESAFE_ENDPOINT=base_url,
                      MEMORYBOOK_LIVE_IN_CI="1", MEMORYBOOK_RECORDING=str(recording), **extra)
+
+
+def forked(work: Callable[..., object], *args: Any, **kwargs: Any) -> int:
+    """Run ``work(*args, **kwargs)`` in a forked child, which then ends with os._exit(0); return
+    its wait status (killed by a signal: os.WIFSIGNALED). A fork starts the child at once, in the
+    state the test left (its monkeypatches too), where a new interpreter would take a second.
+
+    Python 3.12 and later warn when a process with other threads forks: the child deadlocks if
+    it takes a lock that another thread held at the fork. The other thread here is xdist's I/O
+    thread (the tests' own threads have ended), which takes none of the locks these children
+    take (the recording's, and its file lock, opened anew); and a child ends with os._exit,
+    flushing no buffer. So that warning alone is silenced."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"This process .* is multi-threaded, use of fork\(\)",
+                                DeprecationWarning)
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            work(*args, **kwargs)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    return status
 
 
 def kill_before_the_nth_call(n: int, names: tuple[str, ...]) -> None:

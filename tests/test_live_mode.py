@@ -26,6 +26,7 @@ from tests.helpers import (
     COMMITTED_RECORDING,
     RECORD,
     REPO_ROOT,
+    forked,
     kill_before_the_nth_call,
     one_live_call,
     record_arguments,
@@ -387,19 +388,15 @@ def paired(recording: Path, provenance: Path) -> str:
     return "old" if recording.read_bytes() == COMMITTED_RECORDING else "new"
 
 
-def accept_then_exit(new: Path, target: Path, provenance: Path, killed_before_call: int):
+def accept_killed_before(new: Path, target: Path, provenance: Path, killed_before_call: int):
     """In a forked child: accept, killed (SIGKILL) just before the n-th file system call."""
     import os
 
     from tools.record.accept import accept
 
-    try:
-        kill_before_the_nth_call(killed_before_call,
-                                 ("replace", "fsync", "mkdir", "unlink", "rmdir"))
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        accept(new, target, provenance)
-    finally:
-        os._exit(0)
+    kill_before_the_nth_call(killed_before_call, ("replace", "fsync", "mkdir", "unlink", "rmdir"))
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    accept(new, target, provenance)
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
@@ -418,10 +415,7 @@ def test_an_accept_killed_at_any_moment_leaves_both_files_old_or_both_new(tmp_pa
         new.write_text(json.dumps(a_changed_recording(), indent=2), encoding="utf-8")
         target.write_bytes(COMMITTED_RECORDING)
         shutil.copyfile(PROVENANCE_PATH, provenance)
-        child = os.fork()
-        if child == 0:  # pragma: no cover - the child
-            accept_then_exit(new, target, provenance, killed_before_call=moment)
-        _, status = os.waitpid(child, 0)
+        status = forked(accept_killed_before, new, target, provenance, killed_before_call=moment)
         seen.append(paired(target, provenance))
         if not os.WIFSIGNALED(status):
             break

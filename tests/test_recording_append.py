@@ -28,6 +28,7 @@ from memorybook.recording import (
 from memorybook.recording.appending import rollback_record_of
 from tests.helpers import (
     REPO_ROOT,
+    forked,
     kill_before_the_nth_call,
     run_python,
     small_tmpfs,
@@ -315,14 +316,11 @@ FILE_SYSTEM_CALLS = ("open", "write", "pwrite", "fsync", "ftruncate", "unlink", 
                      "close")
 
 
-def add_then_exit(path: Path, entries: dict, killed_before_call: int) -> None:
+def add_killed_before(path: Path, entries: dict, killed_before_call: int) -> None:
     """In a forked child: append_entries, killed (SIGKILL) just before the n-th file system
     call of FILE_SYSTEM_CALLS."""
-    try:
-        kill_before_the_nth_call(killed_before_call, FILE_SYSTEM_CALLS)
-        append_entries(path, entries)
-    finally:
-        os._exit(0)
+    kill_before_the_nth_call(killed_before_call, FILE_SYSTEM_CALLS)
+    append_entries(path, entries)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -339,10 +337,7 @@ def test_an_add_killed_at_any_moment_leaves_the_file_before_or_after_it(tmp_path
         path = folder / "json_cache.json"
         if base:
             path.write_text(sorted_text(base), encoding="utf-8")
-        child = os.fork()
-        if child == 0:  # pragma: no cover - the child
-            add_then_exit(path, new, killed_before_call=moment)
-        _, status = os.waitpid(child, 0)
+        status = forked(add_killed_before, path, new, killed_before_call=moment)
         if next_to_come == "a writer":
             append_entries(path, other)
             before, after = {**base, **other}, {**base, **new, **other}
@@ -380,11 +375,8 @@ def test_an_add_killed_at_any_moment_leaves_the_file_before_or_after_it(tmp_path
 def add_killed_before_removing_its_record(path: Path, entries: dict) -> None:
     """In a forked child: append_entries, killed once the file is written, before the rollback
     record is removed (its first removal)."""
-    try:
-        os.unlink = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
-        append_entries(path, entries)
-    finally:
-        os._exit(0)
+    os.unlink = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+    append_entries(path, entries)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -392,10 +384,7 @@ def test_an_interrupted_add_is_not_undone_over_a_file_rewritten_since(tmp_path):
     path = tmp_path / "json_cache.json"
     base, new = answers(range(3)), answers([10])
     path.write_text(sorted_text(base), encoding="utf-8")
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child
-        add_killed_before_removing_its_record(path, new)
-    os.waitpid(child, 0)
+    forked(add_killed_before_removing_its_record, path, new)
     assert rollback_record_of(path).exists(), "the child was not killed where it should be"
 
     @JsonCache(path)  # cooksafe's own cache rewrites the file in place, without the lock
