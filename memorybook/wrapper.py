@@ -44,7 +44,6 @@ from memorybook.replay import RecordingMissError
 if TYPE_CHECKING:
     from memorybook.store.pending import PendingGate
 
-
 log = logging.getLogger("memorybook")
 # Customers whose abandoned gates run side by side: each holds a turn meanwhile (on PostgreSQL a
 # connection of its own, and a worker thread while it waits for it).
