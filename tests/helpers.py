@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -314,6 +315,33 @@ def small_tmpfs(folder: Path, size: str, *, read_only: bool = False,
             except subprocess.TimeoutExpired:
                 holder.kill()
                 holder.wait()
+
+
+@contextlib.contextmanager
+def kernel_temporary_folder(env: dict[str, str]) -> Iterator[Path]:
+    """A new folder, set as TMPDIR in `env`, for a run that starts kernels; removed afterwards.
+
+    Their folders (memorybook_dev/kernels.py) are made there, so a test can see what a stopped
+    run left behind. Its path is short, as a kernel's sockets are paths of at most 107 bytes.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="mb-"))
+    env["TMPDIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
+
+
+def assert_no_kernel_files(left: list[str], run: str) -> None:
+    """`left`: what a stopped run left in its kernel_temporary_folder()."""
+    assert left == [], (
+        f"{run} left {left} in its temporary folder: a run that stops its kernels must also "
+        "remove their folders (sockets, and connection files with their keys) before it exits; "
+        "see stop_kernels() in tools/ctrl_c.py")
 
 
 def kernels_of(pid: int) -> list[int]:

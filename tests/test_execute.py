@@ -18,7 +18,17 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.helpers import NOTEBOOKS, REPO_ROOT, edited_copy, kernels_of, small_tmpfs, wait_until
+from tests.helpers import (
+    NOTEBOOKS,
+    REPO_ROOT,
+    assert_no_kernel_files,
+    edited_copy,
+    files_in,
+    kernel_temporary_folder,
+    kernels_of,
+    small_tmpfs,
+    wait_until,
+)
 
 
 def notebooks_in(folder: Path) -> list[Path]:
@@ -99,22 +109,25 @@ def test_ctrl_c_during_make_run_prints_one_line_and_changes_nothing(tmp_path):
     nbformat.write(SLEEPY, path)
     before = path.read_bytes()
     env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
-    run = subprocess.Popen([sys.executable, "-m", "tools.execute", str(path)], cwd=REPO_ROOT,
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)  # a terminal's Ctrl-C reaches the whole group
-    try:
-        wait_until(lambda: kernels_of(run.pid), 60, "the notebook's kernel")
-        os.killpg(run.pid, signal.SIGINT)
-        _, stderr = run.communicate(timeout=30)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.communicate()
-    assert run.returncode == 130, stderr
-    [line] = stderr.strip().splitlines()
-    assert "interrupted (Ctrl-C)" in line and "sleepy.ipynb" in line
-    assert path.read_bytes() == before
-    wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit")
+    with kernel_temporary_folder(env) as temporary:
+        run = subprocess.Popen([sys.executable, "-m", "tools.execute", str(path)],
+                               cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)  # a terminal's Ctrl-C reaches the group
+        try:
+            wait_until(lambda: kernels_of(run.pid), 60, "the notebook's kernel")
+            os.killpg(run.pid, signal.SIGINT)
+            _, stderr = run.communicate(timeout=30)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+                run.communicate()
+        assert run.returncode == 130, stderr
+        [line] = stderr.strip().splitlines()
+        assert "interrupted (Ctrl-C)" in line and "sleepy.ipynb" in line
+        assert path.read_bytes() == before
+        wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit")
+        assert_no_kernel_files(files_in(temporary), "make run, stopped by Ctrl-C,")
 
 
 def test_make_run_leaves_a_notebook_edited_while_it_ran_as_it_was_saved(

@@ -66,9 +66,12 @@ def test_a_restarted_kernel_keeps_its_folder_and_answers_again():
 
 def test_a_process_about_to_exit_can_remove_the_folders_of_kernels_still_running():
     manager = started_kernel()
-    folder = Path(manager.ip).parent
+    folder, connection_file = Path(manager.ip).parent, Path(manager.connection_file)
     try:
-        kernels.remove_socket_folders()
+        assert connection_file.parent == folder, (
+            "the kernel's connection file, which holds its key, is not in its folder: "
+            "UnixSocketProvisioner.pre_launch must put it there")
+        kernels.remove_kernel_folders()
         assert not folder.exists()
     finally:
         manager.shutdown_kernel(now=True)  # its folder is gone already: nothing fails

@@ -30,6 +30,9 @@ from tests.helpers import (
     RECORD,
     REPO_ROOT,
     SmallTmpfs,
+    assert_no_kernel_files,
+    files_in,
+    kernel_temporary_folder,
     kernels_of,
     live_env,
     record_arguments,
@@ -80,17 +83,19 @@ def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: boo
     command = [sys.executable, "-c", INJECTED, *arguments] if injected else [*RECORD, *arguments]
     command = [*within, *command]
     env = environment(base_url, notebooks.parent, **extra)
-    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()
-        for pid in kernels_of(process.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    with kernel_temporary_folder(env) as temporary:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+            for pid in kernels_of(process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            process.files_left = files_in(temporary)  # checked by assert_stopped_cleanly
 
 
 def entries(path: Path) -> dict:
@@ -117,6 +122,7 @@ def assert_stopped_cleanly(process: subprocess.Popen, stderr: str, folder: Path)
     assert "Traceback" not in stderr and CANARY_KEY not in stderr
     assert process.returncode != 0
     assert kernels_of(process.pid) == [], "a notebook kernel outlived the run"
+    assert_no_kernel_files(process.files_left, "The recording run")
     assert [p.name for p in folder.glob(".*")] == [], "temporary files were left behind"
 
 

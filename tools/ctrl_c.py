@@ -62,7 +62,9 @@ def wait_for_all(futures: list[Future]) -> list:
 
 
 def stop_kernels() -> None:
-    """End the notebook kernels this process started (they run in sessions of their own).
+    """End the notebook kernels this process started (they run in sessions of their own), and
+    remove their folders: their sockets, and connection files that hold their keys. The process
+    is about to os._exit(), so their managers will not.
 
     Kernels are this process's only child processes. They would also exit on their own once
     this process has gone (ipykernel watches its parent), but not before a second or more.
@@ -77,3 +79,5 @@ def stop_kernels() -> None:
     for child in still_running:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             child.kill()
+    if (kernels := sys.modules.get("memorybook_dev.kernels")) is not None:  # kernels were started
+        kernels.remove_kernel_folders()

@@ -6,6 +6,11 @@ kernels, a test's loopback server, an outgoing connection. The kernel then dies 
 already in use", or stays up on the wrong sockets and its client waits out the whole start-up
 timeout. Sockets in a new folder per kernel cannot collide.
 
+The folder also holds the kernel's connection file, with the key that signs its messages, where a
+manager has not named one (nbval's and nbclient's do not; jupyter_client would then leave it in
+/tmp whenever the manager never shuts the kernel down, as after Ctrl-C). So removing the folder
+leaves nothing of the kernel behind.
+
 `UnixSocketProvisioner` is a jupyter_client kernel provisioner, registered in pyproject.toml as
 "memorybook-unix-sockets". With JUPYTER_DEFAULT_PROVISIONER_NAME set to that name, every kernel
 manager in the process and its children uses it: nbval's, nbclient's, nbconvert's and a JupyterLab
@@ -28,7 +33,7 @@ PROVISIONER_NAME = "memorybook-unix-sockets"
 PROVISIONERS_GROUP = "jupyter_client.kernel_provisioners"  # entry points jupyter_client reads
 DEFAULT_PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"  # read by jupyter_client
 
-_SOCKET_FOLDERS: set[Path] = set()  # of the kernels this process runs now
+_KERNEL_FOLDERS: set[Path] = set()  # of the kernels this process runs now
 
 
 class ProvisionerNotInstalled(RuntimeError):
@@ -50,34 +55,38 @@ def use_unix_socket_kernels() -> None:
     os.environ[DEFAULT_PROVISIONER_ENV] = PROVISIONER_NAME
 
 
-def remove_socket_folders() -> None:
-    """Remove the socket folders of kernels still running, for a process about to os._exit()."""
-    for folder in list(_SOCKET_FOLDERS):
+def remove_kernel_folders() -> None:
+    """Remove the folders of kernels still running (their sockets and connection files), for a
+    process about to os._exit()."""
+    for folder in list(_KERNEL_FOLDERS):
         shutil.rmtree(folder, ignore_errors=True)
-        _SOCKET_FOLDERS.discard(folder)
+        _KERNEL_FOLDERS.discard(folder)
 
 
 class UnixSocketProvisioner(LocalProvisioner):
-    """jupyter_client's local provisioner, with the kernel's sockets in a new private folder.
+    """jupyter_client's local provisioner, with the kernel's sockets and connection file in a new
+    private folder.
 
     The folder lives as long as the kernel: a restart keeps it, a shutdown removes it.
     """
 
-    socket_folder: Path | None = None
+    folder: Path | None = None
 
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
         manager = self.parent
-        if manager is not None and self.socket_folder is None:
-            self.socket_folder = Path(tempfile.mkdtemp(prefix="memorybook-kernel-"))
-            _SOCKET_FOLDERS.add(self.socket_folder)
+        if manager is not None and self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="memorybook-kernel-"))
+            _KERNEL_FOLDERS.add(self.folder)
             manager.transport = "ipc"
-            manager.ip = str(self.socket_folder / "kernel")  # sockets kernel-1 ... kernel-5
+            manager.ip = str(self.folder / "kernel")  # sockets kernel-1 ... kernel-5
             manager.cache_ports = False  # port numbers only name files here
+            if not manager.connection_file:
+                manager.connection_file = str(self.folder / "connection.json")
         return await super().pre_launch(**kwargs)
 
     async def cleanup(self, restart: bool = False) -> None:
         await super().cleanup(restart=restart)
-        if not restart and self.socket_folder is not None:
-            shutil.rmtree(self.socket_folder, ignore_errors=True)
-            _SOCKET_FOLDERS.discard(self.socket_folder)
-            self.socket_folder = None
+        if not restart and self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            _KERNEL_FOLDERS.discard(self.folder)
+            self.folder = None

@@ -139,8 +139,6 @@ def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path)
     _STOPPED.set()
     complete = stop_writing(output)  # waits for a write in progress; refuses every later one
     stop_kernels()
-    if (kernels := sys.modules.get("memorybook_dev.kernels")) is not None:  # kernels were started
-        kernels.remove_socket_folders()  # their sockets' folders: this process ends with os._exit
     try:
         kept = f"{len(read_recording(output))} answers are kept in {shown_path(output)}"
     except RecordingError as unreadable:
