@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -407,6 +408,7 @@ def test_an_accept_killed_at_any_moment_leaves_both_files_old_or_both_new(tmp_pa
 
     monkeypatch.setattr(accept_module, "replay_in_a_new_process",
                         lambda path: {"unanswered": [], "requests": {}})
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a killed accept's snapshot folder
     seen = []
     for moment in range(1, 80):  # killed just before the n-th replace, sync, mkdir or removal
         folder = tmp_path / f"kill-{moment}"
