@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from jupyter_client.manager import KernelManager
 
 from memorybook_dev import kernels
+from tests.helpers import REPO_ROOT, kernels_of, wait_until
 
 
 def started_kernel() -> KernelManager:
@@ -64,17 +67,42 @@ def test_a_restarted_kernel_keeps_its_folder_and_answers_again():
     assert not folder.exists()
 
 
-def test_a_process_about_to_exit_can_remove_the_folders_of_kernels_still_running():
+def test_a_process_about_to_exit_can_end_its_kernels_and_remove_their_folders():
     manager = started_kernel()
     folder, connection_file = Path(manager.ip).parent, Path(manager.connection_file)
     try:
         assert connection_file.parent == folder, (
             "the kernel's connection file, which holds its key, is not in its folder: "
             "UnixSocketProvisioner.pre_launch must put it there")
-        kernels.remove_kernel_folders()
+        kernels.end_kernels_left_running()
         assert not folder.exists()
+        assert not manager.is_alive()
     finally:
         manager.shutdown_kernel(now=True)  # its folder is gone already: nothing fails
+
+
+# A process that ends with its kernel still running, as a test run's worker after Ctrl-C.
+ENDS_WITH_ITS_KERNEL_RUNNING = """
+from jupyter_client.manager import KernelManager
+manager = KernelManager(kernel_name="python3")
+manager.start_kernel(extra_arguments=["--IPKernelApp.log_level=ERROR"])
+print(manager.ip, flush=True)
+raise KeyboardInterrupt
+"""
+
+
+def test_a_process_that_ends_without_shutting_its_kernel_down_leaves_none_of_its_files():
+    run = subprocess.Popen([sys.executable, "-c", ENDS_WITH_ITS_KERNEL_RUNNING], cwd=REPO_ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = run.communicate(timeout=60)
+    assert "KeyboardInterrupt" in stderr, stderr
+    folder = Path(stdout.strip()).parent
+    assert folder.name.startswith("memorybook-kernel-"), stdout
+    assert not folder.exists(), (
+        f"the kernel's folder was left with {sorted(p.name for p in folder.iterdir())} (its "
+        "connection file holds its key): memorybook_dev/kernels.py must remove the folders of "
+        "kernels still running when the process exits (atexit)")
+    wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit after its parent")
 
 
 def test_an_environment_set_up_before_the_provisioner_existed_is_told_to_set_up_again(

@@ -80,4 +80,4 @@ def stop_kernels() -> None:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             child.kill()
     if (kernels := sys.modules.get("memorybook_dev.kernels")) is not None:  # kernels were started
-        kernels.remove_kernel_folders()
+        kernels.end_kernels_left_running()

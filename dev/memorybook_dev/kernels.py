@@ -20,8 +20,12 @@ server's. conftest.py sets it for every test run, and tools/execute.py for `make
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -33,8 +37,7 @@ PROVISIONER_NAME = "memorybook-unix-sockets"
 PROVISIONERS_GROUP = "jupyter_client.kernel_provisioners"  # entry points jupyter_client reads
 DEFAULT_PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"  # read by jupyter_client
 
-_KERNEL_FOLDERS: set[Path] = set()  # of the kernels this process runs now
-
+_RUNNING: set[UnixSocketProvisioner] = set()  # the kernels this process started, until shut down
 
 class ProvisionerNotInstalled(RuntimeError):
     """The environment does not register the provisioner: this project was installed before it."""
@@ -55,12 +58,18 @@ def use_unix_socket_kernels() -> None:
     os.environ[DEFAULT_PROVISIONER_ENV] = PROVISIONER_NAME
 
 
-def remove_kernel_folders() -> None:
-    """Remove the folders of kernels still running (their sockets and connection files), for a
-    process about to os._exit()."""
-    for folder in list(_KERNEL_FOLDERS):
-        shutil.rmtree(folder, ignore_errors=True)
-        _KERNEL_FOLDERS.discard(folder)
+def end_kernels_left_running() -> None:
+    """Kill the kernels this process started and has not shut down, and remove their folders.
+
+    It runs when this process exits: after Ctrl-C, say, no manager shuts its kernel down, and a
+    kernel still starting would make its sockets after its folder was removed. A process about
+    to os._exit() calls it.
+    """
+    for provisioner in list(_RUNNING):
+        provisioner.end_now()
+
+
+atexit.register(end_kernels_left_running)
 
 
 class UnixSocketProvisioner(LocalProvisioner):
@@ -76,7 +85,7 @@ class UnixSocketProvisioner(LocalProvisioner):
         manager = self.parent
         if manager is not None and self.folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix="memorybook-kernel-"))
-            _KERNEL_FOLDERS.add(self.folder)
+            _RUNNING.add(self)
             manager.transport = "ipc"
             manager.ip = str(self.folder / "kernel")  # sockets kernel-1 ... kernel-5
             manager.cache_ports = False  # port numbers only name files here
@@ -86,7 +95,24 @@ class UnixSocketProvisioner(LocalProvisioner):
 
     async def cleanup(self, restart: bool = False) -> None:
         await super().cleanup(restart=restart)
-        if not restart and self.folder is not None:
+        if not restart:
+            self._remove_folder()
+
+    def end_now(self) -> None:
+        """Kill the kernel (its process group), wait for it, and remove its folder."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(OSError):
+                if self.pgid:
+                    os.killpg(self.pgid, signal.SIGKILL)
+                else:
+                    process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+        self._remove_folder()
+
+    def _remove_folder(self) -> None:
+        if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
-            _KERNEL_FOLDERS.discard(self.folder)
             self.folder = None
+        _RUNNING.discard(self)
