@@ -13,7 +13,9 @@ see what every worker's kernels did. tools/test.sh makes it for both runs; a run
 
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -144,6 +146,11 @@ def pytest_configure(config):
         "markers", "after_notebooks: runs after nbval has executed every notebook"
     )
     config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium")
+    # SIGTERM (a CI job cancelled, `kill`) ends a test process as Ctrl-C does: the tests' `with`
+    # blocks and fixtures then stop the servers and kernels they started and remove their files.
+    # By default, Python would die at once and leave them running.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def pytest_ignore_collect(collection_path, config):
