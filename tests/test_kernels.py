@@ -142,7 +142,7 @@ def test_a_test_process_stopped_by_sigterm_leaves_no_kernel_running_and_none_of_
             run.communicate()
     left = folder.exists()
     wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit")
-    shutil.rmtree(folder, ignore_errors=True)  # once the kernel, which would write it again, is gone
+    shutil.rmtree(folder, ignore_errors=True)  # now that no kernel can write its file again
     assert not left, (
         "a test process stopped by SIGTERM left its kernel's folder (its connection file holds "
         "its key): conftest.py's pytest_configure must make SIGTERM end a test as Ctrl-C does")
