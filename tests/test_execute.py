@@ -104,7 +104,12 @@ def test_make_run_says_which_python_it_and_its_kernels_run_on(tmp_path):
 SLEEPY = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(60)")])
 
 
-def test_ctrl_c_during_make_run_prints_one_line_and_changes_nothing(tmp_path):
+@pytest.mark.parametrize("stop, status, said", [
+    ("Ctrl-C", 130, "interrupted (Ctrl-C)"),  # a terminal's reaches the whole process group
+    ("SIGTERM", 143, "terminated (SIGTERM)"),  # `kill`, a cancelled job: the process alone
+])
+def test_ctrl_c_or_sigterm_during_make_run_prints_one_line_and_changes_nothing(
+        tmp_path, stop, status, said):
     path = tmp_path / "sleepy.ipynb"
     nbformat.write(SLEEPY, path)
     before = path.read_bytes()
@@ -116,18 +121,21 @@ def test_ctrl_c_during_make_run_prints_one_line_and_changes_nothing(tmp_path):
                                start_new_session=True)  # a terminal's Ctrl-C reaches the group
         try:
             wait_until(lambda: kernels_of(run.pid), 60, "the notebook's kernel")
-            os.killpg(run.pid, signal.SIGINT)
+            if stop == "Ctrl-C":
+                os.killpg(run.pid, signal.SIGINT)
+            else:
+                run.send_signal(signal.SIGTERM)
             _, stderr = run.communicate(timeout=30)
         finally:
             if run.poll() is None:
                 os.killpg(run.pid, signal.SIGKILL)
                 run.communicate()
-        assert run.returncode == 130, stderr
+        assert run.returncode == status, stderr
         [line] = stderr.strip().splitlines()
-        assert "interrupted (Ctrl-C)" in line and "sleepy.ipynb" in line
+        assert said in line and "sleepy.ipynb" in line
         assert path.read_bytes() == before
         wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit")
-        assert_no_kernel_files(files_in(temporary), "make run, stopped by Ctrl-C,")
+        assert_no_kernel_files(files_in(temporary), f"make run, stopped by {stop},")
 
 
 def test_make_run_leaves_a_notebook_edited_while_it_ran_as_it_was_saved(

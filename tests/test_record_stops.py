@@ -126,18 +126,23 @@ def assert_stopped_cleanly(process: subprocess.Popen, stderr: str, folder: Path)
     assert [p.name for p in folder.glob(".*")] == [], "temporary files were left behind"
 
 
-def test_ctrl_c_stops_a_recording_within_two_seconds_and_keeps_every_answer(tmp_path):
+@pytest.mark.parametrize("stop, status, said", [
+    (signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+])
+def test_ctrl_c_or_sigterm_stops_a_recording_within_two_seconds_and_keeps_every_answer(
+        tmp_path, stop, status, said):
     output, folder = tmp_path / "out" / "new.json", tmp_path / "out"
     with LoopbackSystemOne(RECORDING_PATH, latency=0.5) as server, \
             recording_run(server.base_url, output, tmp_path / "nb") as run:
         wait_until(lambda: len(entries(output)) >= 3, 120, "three recorded answers")
         wait_until(lambda: len(kernels_of(run.pid)) == 2, 60, "the notebook kernels to start")
         kept_before = entries(output)
-        run.send_signal(signal.SIGINT)
+        run.send_signal(stop)
         took, stderr = finished(run, STOP_BOUND)
-    assert took < STOP_BOUND, f"Ctrl-C took {took:.1f} s to stop the run"
-    assert run.returncode == 130
-    assert "Recording stopped: interrupted (Ctrl-C)" in stderr
+    assert took < STOP_BOUND, f"{stop.name} took {took:.1f} s to stop the run"
+    assert run.returncode == status, stderr
+    assert f"Recording stopped: {said}" in stderr
     assert_stopped_cleanly(run, stderr, folder)
     kept = entries(output)
     assert kept_before.items() <= kept.items(), "an answer written before Ctrl-C was lost"

@@ -1,5 +1,5 @@
-"""How the commands stop: Ctrl-C in one line, work in threads the main thread can leave, kernels
-ended.
+"""How the commands stop: Ctrl-C (or SIGTERM) in one line, work in threads the main thread can
+leave, kernels ended.
 
 Imported before the slow imports of a command run as a script, so it must stay light.
 """
@@ -26,6 +26,33 @@ def one_line_while_starting(message: str, status: int = 130) -> None:
         os._exit(status)
 
     signal.signal(signal.SIGINT, interrupted)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, a cancelled CI job), raised where Ctrl-C raises KeyboardInterrupt."""
+
+
+def stop_as_on_ctrl_c() -> None:
+    """From here on, Ctrl-C raises KeyboardInterrupt in the main thread and SIGTERM raises
+    Terminated: a command stops the same way whichever it gets, its kernels ended, what it wrote
+    kept, and says so in one line (how_stopped)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def how_stopped(error: KeyboardInterrupt) -> str:
+    return "terminated (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
+
+
+def stop_status(error: KeyboardInterrupt) -> int:
+    """The exit status of a command stopped by a signal, as a shell gives it: 128 + its number."""
+    return 128 + (signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
 
 
 def in_background(function: Callable, *args: object) -> Future:

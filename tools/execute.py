@@ -11,8 +11,9 @@ a notebook does not mark it changed, and a re-run on another machine or on anoth
 `git diff` empty. At the end it prints the headline results the notebooks produced.
 
 A notebook is written only once it has run to its end, all at once (through a temporary file
-beside it): a full disk, a read-only folder or Ctrl-C leave every notebook as it was, and say so
-in one line. A notebook saved by someone else while it ran is left as they saved it, and said so.
+beside it): a full disk, a read-only folder, Ctrl-C or SIGTERM leave every notebook as it was,
+and say so in one line. A notebook saved by someone else while it ran is left as they saved it,
+and said so.
 """
 
 # ruff: noqa: E402 - the Ctrl-C handler below is installed before the slow imports
@@ -29,9 +30,7 @@ import argparse
 import asyncio
 import os
 import platform
-import signal
 import sys
-import threading
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -43,7 +42,14 @@ from nbclient.exceptions import CellExecutionError
 from memorybook.config import shown_path
 from memorybook.recording import RecordingError, write_text_atomically
 from memorybook_dev.kernels import use_unix_socket_kernels
-from tools.ctrl_c import in_background, stop_kernels, wait_for_all
+from tools.ctrl_c import (
+    how_stopped,
+    in_background,
+    stop_as_on_ctrl_c,
+    stop_kernels,
+    stop_status,
+    wait_for_all,
+)
 from tools.record.missing import describe_missing, missing_calls
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -124,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: all, in reading order")
     args = parser.parse_args(argv)
     os.environ.pop("TYPESAFE_API_KEY", None)  # the stored outputs always come from the recording
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    stop_as_on_ctrl_c()
     headlines, written, edited = [], 0, []
     print(f"Running the notebooks on {running_on()}")
     for path in args.notebooks or notebook_paths():
@@ -141,12 +146,12 @@ def main(argv: list[str] | None = None) -> int:
                 edited.append(path)
                 continue
             write_text_atomically(path, text if text.endswith("\n") else text + "\n")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM (Terminated)
             stop_kernels()
-            print(f"make run stopped: interrupted (Ctrl-C) while running {shown_path(path)}, "
+            print(f"make run stopped: {how_stopped(stopped)} while running {shown_path(path)}, "
                   f"which is unchanged; {written} notebook(s) before it were written.",
                   file=sys.stderr)
-            return 130
+            return stop_status(stopped)
         except CellExecutionError as error:
             print(stopped_by(path, error), file=sys.stderr)
             return 1
@@ -190,9 +195,9 @@ def _read_or_none(path: Path) -> bytes | None:
 
 if __name__ == "__main__":
     code = main()
-    if code == 130:
-        # After Ctrl-C, the notebook's thread and nbclient's exit handlers would hold the process
-        # on a kernel that is already gone.
+    if code in (130, 143):
+        # After Ctrl-C or SIGTERM, the notebook's thread and nbclient's exit handlers would hold
+        # the process on a kernel that is already gone.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -13,9 +13,9 @@ side by side first; the notebooks then replay the new recording (not with --call
 at the report). The API's own retry policy handles rate limits and server errors; a call that still
 fails is explained, and nothing wrong is recorded.
 
-Any failure, or Ctrl-C, stops the whole run within seconds: calls still in flight are abandoned,
-the notebook kernels are stopped, and one line says what failed, how many answers the new
-recording keeps (every one received before the stop) and how to resume.
+Any failure, Ctrl-C or SIGTERM stops the whole run within seconds: calls still in flight are
+abandoned, the notebook kernels are stopped, and one line says what failed, how many answers the
+new recording keeps (every one received before the stop) and how to resume.
 
     __main__.py    the command: Ctrl-C handled from the first moment, then cli.main
     cli.py         the arguments, checked before anything is sent

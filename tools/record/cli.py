@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from pathlib import Path
 
 import tools.record
 from memorybook.config import RECORDING_PATH, REPO_ROOT, shown_path
+from tools.ctrl_c import stop_as_on_ctrl_c
 from tools.record.accept import accept, replay_check
 from tools.record.dry_run import dry_run
 from tools.record.run import has_a_recording_of_its_own, record
@@ -18,8 +17,7 @@ RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
 
 
 def main(argv: list[str] | None = None) -> int:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, `stop` explains
+    stop_as_on_ctrl_c()  # from here on, `stop` explains Ctrl-C and SIGTERM
     parser = argparse.ArgumentParser(prog="python -m tools.record",
                                      description=tools.record.__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="list what would go live")

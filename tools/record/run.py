@@ -21,7 +21,7 @@ from memorybook.config import RECORDING_ENV, RECORDING_PATH, replay_only_reason,
 from memorybook.recording import RecordingError, read_recording, stop_writing
 from memorybook.redaction import redact
 from memorybook.replay import RECORD_STEPS
-from tools.ctrl_c import in_background, stop_kernels, wait_for_all
+from tools.ctrl_c import how_stopped, in_background, stop_kernels, stop_status, wait_for_all
 from tools.record.every_call import run_every_call
 from tools.record.missing import describe_missing, missing_calls
 from tools.record.report import compare
@@ -121,15 +121,17 @@ def write_notebooks(paths: list[Path], notebooks: list, notebooks_out: Path) -> 
 
 @contextlib.contextmanager
 def _ignoring_ctrl_c():
-    """A second Ctrl-C must not interrupt the (short) clean-up of the first."""
+    """A second Ctrl-C or SIGTERM must not interrupt the (short) clean-up of the first."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {number: signal.signal(number, signal.SIG_IGN)
+                for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path) -> int:
@@ -147,7 +149,7 @@ def stop(error: BaseException, calls: Future, output: Path, notebooks_out: Path)
         kept += " (a write was still in progress: check the file)"
     print(redact(f"Recording stopped: {what_failed(error, notebooks_out)}. {kept}; fix the cause "
                  "and run `make record` again to resume from there."), file=sys.stderr)
-    return 130 if isinstance(error, KeyboardInterrupt) else 1
+    return stop_status(error) if isinstance(error, KeyboardInterrupt) else 1
 
 
 def what_failed(error: BaseException, notebooks_out: Path) -> str:
@@ -156,7 +158,7 @@ def what_failed(error: BaseException, notebooks_out: Path) -> str:
     notebook_errors = sys.modules.get("nbclient.exceptions")  # loaded only if notebooks ran
 
     if isinstance(error, KeyboardInterrupt):
-        return "interrupted (Ctrl-C)"
+        return how_stopped(error)
     if isinstance(error, TypeSafeError):
         return describe_api_failure(error).removesuffix(".")
     if isinstance(error, RecordingError):
