@@ -7,20 +7,20 @@
 
 The server runs with this interpreter (the project's environment) on 127.0.0.1, on a port it
 binds itself (a port picked here and handed to it could be taken by another process while it
-starts), with a random token, in a session of its own (so a Ctrl-C reaches only pytest, which
-then stops it). Its Jupyter config, data, runtime, settings and workspace folders are temporary,
-so nothing from the user's Jupyter set-up changes what it does and it writes nothing outside them
-except what the notebooks themselves write: checkpoints go to the temporary folder too, and
-document autosave is off, so opening, clearing and running a notebook never writes it back to
-disk.
+starts), with a random token (in its environment, not on its command line), in a session of its
+own (so a Ctrl-C reaches only pytest, which then stops it). Its Jupyter config, data, runtime,
+settings and workspace folders are temporary, so nothing from the user's Jupyter set-up changes
+what it does and it writes nothing outside them except what the notebooks themselves write:
+checkpoints go to the temporary folder too, and document autosave is off, so opening, clearing
+and running a notebook never writes it back to disk.
 
 Its kernels never see an API key, so they can only replay the recording. They talk over Unix
 sockets like every kernel of a test run (the server inherits conftest.py's choice of
-memorybook_dev/kernels.py's provisioner). On leaving the `with`
-block, whatever happened in it, the server is asked to stop (SIGTERM shuts its kernels down),
-and whatever it started that is still running a few seconds later is killed. If the test process
-dies without getting there, the server culls idle kernels and then exits on its own after ten
-idle minutes.
+memorybook_dev/kernels.py's provisioner). On leaving the `with` block, whatever happened in it
+(Ctrl-C and SIGTERM included: conftest.py), the server is asked to stop (SIGTERM shuts its
+kernels down), and whatever it started that is still running a few seconds later is killed. If
+the test process is killed without getting there, the server culls idle kernels and then exits
+on its own after ten idle minutes.
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ def jupyterlab_server(root_dir: Path) -> Iterator[Lab]:
             PYTHONPATH=str(root_dir),  # kernels import the memorybook of the folder served
         )
         token = secrets.token_hex(16)
+        env["JUPYTER_TOKEN"] = token  # not on its command line, which every local user can read
         command = [
             sys.executable, "-m", "jupyterlab",
             "--no-browser",
@@ -128,7 +129,6 @@ def jupyterlab_server(root_dir: Path) -> Iterator[Lab]:
             "--ServerApp.port=0",  # it binds a free port itself: Lab.wait_until_ready reads which
             "--ServerApp.port_retries=0",
             f"--ServerApp.root_dir={root_dir}",
-            f"--IdentityProvider.token={token}",
             "--LabApp.expose_app_in_browser=True",
             f"--LabApp.user_settings_dir={settings_dir}",
             f"--LabApp.workspaces_dir={tmp / 'workspaces'}",

@@ -37,6 +37,7 @@ import os
 import re
 from pathlib import Path
 
+import psutil
 import pytest
 
 from memorybook.config import RECORDING_PATH
@@ -108,6 +109,9 @@ def lab_page(tmp_path_factory):
                             f"start: {error.message.splitlines()[0]}", pytrace=False)
             try:
                 lab.wait_until_ready()
+                assert lab.token not in " ".join(psutil.Process(lab.process.pid).cmdline()), (
+                    "JupyterLab's token is on its command line, which every user of the machine "
+                    "can read: tests/jupyterlab_server.py must pass it in JUPYTER_TOKEN")
                 page = browser.new_page(viewport={"width": 1280, "height": 1024})
                 page.set_default_timeout(OPEN_SECONDS * 1000)
                 page.add_init_script(WITHIN)
