@@ -84,24 +84,24 @@ async def reply_latencies(calls: int, first_number: int) -> dict[str, list[float
         results[name].append(time.perf_counter() - started)
 
     memories, gates = InMemoryMemories(), PendingGates()
-    app = create_app(f"sqlite:///{Path(tempfile.mkdtemp()) / 'latency.sqlite3'}",
-                     ask=jev.ask_async)
-    async with LifespanManager(app) as running:
-        transport = ASGITransport(app=running.app)
-        async with AsyncClient(transport=transport, base_url="http://localhost") as http:
-            for _ in range(calls):
-                plain, page, wrapped, posted = (
-                    state(f"L-{n}", n) for n in (next(numbers) for _ in range(4)))
-                await timed("plain ask()", lambda s=plain: asyncio.to_thread(ask, s, ROUTE))
-                await timed("ask_with_memory(), the page's",
-                            lambda s=page: asyncio.to_thread(ask_with_memory, s, ROUTE,
-                                                             memories, ask=ask))
-                await timed("ask_with_memory_async()",
-                            lambda s=wrapped: ask_with_memory_async(s, ROUTE, memories,
-                                                                    gates=gates))
-                await gates.drain()  # each call alone: its gate ends before the next
-                await timed("POST /tickets", lambda s=posted: posted_ok(http, s))
-                await app.state.gates.drain()
+    with tempfile.TemporaryDirectory(prefix="memorybook-benchmark-") as scratch:
+        app = create_app(f"sqlite:///{Path(scratch) / 'latency.sqlite3'}", ask=jev.ask_async)
+        async with LifespanManager(app) as running:
+            transport = ASGITransport(app=running.app)
+            async with AsyncClient(transport=transport, base_url="http://localhost") as http:
+                for _ in range(calls):
+                    plain, page, wrapped, posted = (
+                        state(f"L-{n}", n) for n in (next(numbers) for _ in range(4)))
+                    await timed("plain ask()", lambda s=plain: asyncio.to_thread(ask, s, ROUTE))
+                    await timed("ask_with_memory(), the page's",
+                                lambda s=page: asyncio.to_thread(ask_with_memory, s, ROUTE,
+                                                                 memories, ask=ask))
+                    await timed("ask_with_memory_async()",
+                                lambda s=wrapped: ask_with_memory_async(s, ROUTE, memories,
+                                                                        gates=gates))
+                    await gates.drain()  # each call alone: its gate ends before the next
+                    await timed("POST /tickets", lambda s=posted: posted_ok(http, s))
+                    await app.state.gates.drain()
     return results
 
 
@@ -140,19 +140,20 @@ async def all_at_once(states: list[dict], through_service: bool,
         replies.append(time.perf_counter() - started)
 
     if through_service:
-        store = Path(tempfile.mkdtemp()) / "at_once.sqlite3"
-        settings = ServiceSettings.from_environment(max_in_flight=IN_FLIGHT)
-        app = create_app(f"sqlite:///{store}", ask=ask_async, settings=settings)
-        async with LifespanManager(app) as running:
-            transport = ASGITransport(app=running.app)
-            async with AsyncClient(transport=transport, base_url="http://localhost",
-                                   timeout=600) as http:
-                started = time.perf_counter()
-                await asyncio.gather(*(send(lambda s=s: posted_ok(http, s)) for s in states))
-                await app.state.gates.drain()
-                wall = time.perf_counter() - started
-                memories = {c: (await http.get(f"/customers/{c}/memories")).json()["memories"]
-                            for c in customers}
+        with tempfile.TemporaryDirectory(prefix="memorybook-benchmark-") as scratch:
+            store = Path(scratch) / "at_once.sqlite3"
+            settings = ServiceSettings.from_environment(max_in_flight=IN_FLIGHT)
+            app = create_app(f"sqlite:///{store}", ask=ask_async, settings=settings)
+            async with LifespanManager(app) as running:
+                transport = ASGITransport(app=running.app)
+                async with AsyncClient(transport=transport, base_url="http://localhost",
+                                       timeout=600) as http:
+                    started = time.perf_counter()
+                    await asyncio.gather(*(send(lambda s=s: posted_ok(http, s)) for s in states))
+                    await app.state.gates.drain()
+                    wall = time.perf_counter() - started
+                    memories = {c: (await http.get(f"/customers/{c}/memories")).json()["memories"]
+                                for c in customers}
         return wall, replies, {c: ids(m) for c, m in memories.items()}, server.most_in_flight
     memories, gates, in_flight = InMemoryMemories(), PendingGates(), InFlight(IN_FLIGHT)
     asked = {"ask": in_flight.routing(ask_async), "ask_gate": in_flight.gating(ask_async)}
