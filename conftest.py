@@ -146,11 +146,27 @@ def pytest_configure(config):
         "markers", "after_notebooks: runs after nbval has executed every notebook"
     )
     config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium")
-    # SIGTERM (a CI job cancelled, `kill`) ends a test process as Ctrl-C does: the tests' `with`
-    # blocks and fixtures then stop the servers and kernels they started and remove their files.
-    # By default, Python would die at once and leave them running.
+    # Ctrl-C stops a test process even where it started with SIGINT ignored, as tools/test.sh's
+    # background runs do; SIGTERM stops it the same way (terminated()).
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, terminated)
+
+
+_TERMINATED = threading.Event()
+
+
+def terminated(signum, frame):
+    """SIGTERM (a CI job cancelled, `kill`) ends a test process as Ctrl-C does: the tests' `with`
+    blocks and fixtures then stop the servers and kernels they started and remove their files.
+    By default, Python would die at once and leave them running.
+
+    Only the first one: a process often gets two (its process group's, and tools/test.sh's), and a
+    second KeyboardInterrupt would cut that clean-up short.
+    """
+    if not _TERMINATED.is_set():
+        _TERMINATED.set()
+        raise KeyboardInterrupt
 
 
 def pytest_ignore_collect(collection_path, config):

@@ -44,10 +44,33 @@ clean_up() {
     if ! server_still_running; then rm -rf "$scratch"; fi
     exit "$status"
 }
+# A pytest run goes to the background and is waited for: bash runs a trap only between commands,
+# and `wait` is one, so a signal stops the run at once, not once every test has run. SIGTERM and
+# SIGHUP (`kill`, `timeout`, make's own SIGTERM) are passed on to pytest and its xdist workers,
+# which then stop as on Ctrl-C, their tests' servers and kernels stopped (conftest.py); Ctrl-C
+# reaches them from the terminal already (conftest.py takes SIGINT back from the background's
+# SIG_IGN).
+pytest_pid=
+run_pytest() {
+    "$@" &
+    pytest_pid=$!
+    wait "$pytest_pid"
+}
+stopped() {  # the signal, the exit status that names it
+    trap - INT TERM HUP
+    if [[ -n "$pytest_pid" ]]; then
+        if [[ $1 != INT ]]; then
+            pkill -"$1" -P "$pytest_pid" 2>/dev/null || true  # the workers
+            kill -s "$1" "$pytest_pid" 2>/dev/null || true
+        fi
+        wait "$pytest_pid" 2>/dev/null || true
+    fi
+    exit "$2"
+}
 trap clean_up EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+trap 'stopped INT 130' INT
+trap 'stopped TERM 143' TERM
+trap 'stopped HUP 129' HUP
 
 if [[ -z "${MEMORYBOOK_TEST_PG_URL:-}" ]]; then
     if url=$(tools/postgres_server.sh start "$pg_dir" 2>"$scratch/postgres-start.err"); then
@@ -62,9 +85,9 @@ cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)  # nproc: Linux; getconf
 workers=${MEMORYBOOK_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
 status=0
 # conftest.py's scheduler replaces --dist; loadfile (whole files) is what runs without it.
-"${pytest[@]}" -n "$workers" --dist loadfile -m "not after_notebooks" --run-cells-again "$@" || status=$?
+run_pytest "${pytest[@]}" -n "$workers" --dist loadfile -m "not after_notebooks" --run-cells-again "$@" || status=$?
 after_status=0
-"${pytest[@]}" -p no:xdist -m after_notebooks "$@" || after_status=$?
+run_pytest "${pytest[@]}" -p no:xdist -m after_notebooks "$@" || after_status=$?
 # Exit code 5 is "no test selected": the arguments chose files without after-notebooks tests.
 if [[ $after_status -ne 0 && $after_status -ne 5 && $status -eq 0 ]]; then status=$after_status; fi
 exit "$status"
