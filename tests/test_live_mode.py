@@ -424,6 +424,50 @@ def test_an_accept_killed_at_any_moment_leaves_both_files_old_or_both_new(tmp_pa
     assert seen[-1] == "new" and "old" in seen, seen
 
 
+# `make accept-recording` over copies of the committed files in argv[1]; its check of the new
+# recording (a replay in a new process) replaced by a wait that Ctrl-C or SIGTERM stops.
+ACCEPT_THAT_WAITS = """
+import functools, sys, time
+from pathlib import Path
+from tools.record import accept, cli
+folder = Path(sys.argv[1])
+accept.replay_in_a_new_process = lambda path: time.sleep(120)
+cli.accept = functools.partial(accept.accept, recording=folder / "rec.json",
+                               provenance_path=folder / "prov.json")
+sys.exit(cli.main(["--accept", "--output", str(folder / "new.json")]))
+"""
+
+
+@pytest.mark.parametrize("stop, status, said", [
+    (signal.SIGINT, 130, "interrupted (Ctrl-C)"), (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_an_accept_stopped_by_ctrl_c_or_sigterm_says_so_in_one_line_and_leaves_nothing(
+        tmp_path, stop, status, said):
+    import os
+
+    folder, temporary = tmp_path / "files", tmp_path / "tmp"
+    folder.mkdir(), temporary.mkdir()
+    (folder / "new.json").write_text(json.dumps(a_changed_recording()), encoding="utf-8")
+    (folder / "rec.json").write_bytes(COMMITTED_RECORDING)
+    shutil.copyfile(PROVENANCE_PATH, folder / "prov.json")
+    run = subprocess.Popen([sys.executable, "-c", ACCEPT_THAT_WAITS, str(folder)], cwd=REPO_ROOT,
+                           env={**os.environ, "TMPDIR": str(temporary)}, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        helpers.wait_until(lambda: any(temporary.iterdir()), 60, "the accept's snapshot")
+        run.send_signal(stop)
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == status, stderr
+    [line] = stderr.strip().splitlines()
+    assert line.startswith(f"Accept stopped: {said}."), (
+        f"{line!r}: tools/record/cli.py must say in one line how an accept was stopped")
+    assert paired(folder / "rec.json", folder / "prov.json") == "old"
+    assert list(temporary.iterdir()) == [], "the accept's snapshot folder was left behind"
+
+
 def accept_in_a_small_tmpfs(tmp_path, read_only: bool) -> tuple[Path, str]:
     """Accept a changed recording over copies of the committed files in a 160 kB tmpfs (room
     for a new recording, not for a new provenance beside it), or a read-only one."""

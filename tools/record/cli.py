@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import tools.record
 from memorybook.config import RECORDING_PATH, REPO_ROOT, shown_path
-from tools.ctrl_c import stop_as_on_ctrl_c
+from tools.ctrl_c import how_stopped, stop_as_on_ctrl_c, stop_status
 from tools.record.accept import accept, replay_check
 from tools.record.dry_run import dry_run
 from tools.record.run import has_a_recording_of_its_own, record
@@ -36,9 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     if output == RECORDING_PATH:
         parser.error("recording over the committed file is what --accept is for")
     if args.accept:
-        return accept(output)
+        try:
+            return accept(output)
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM
+            print(f"Accept stopped: {how_stopped(stopped)}. {shown_path(RECORDING_PATH)} and its "
+                  "provenance are both as they were, or both new if it stopped as it wrote them "
+                  "(`git status` shows which); accept again to be sure.", file=sys.stderr)
+            return stop_status(stopped)
     if args.dry_run:
-        return dry_run(output)
+        try:
+            return dry_run(output)
+        except KeyboardInterrupt as stopped:
+            print(f"Dry run stopped: {how_stopped(stopped)}; it sends nothing and changes nothing.",
+                  file=sys.stderr)
+            return stop_status(stopped)
     if args.calls_only and args.notebooks:
         parser.error("--calls-only runs no notebook: name notebooks or --calls-only, not both")
     notebooks = [] if args.calls_only else [path.resolve() for path in args.notebooks] or None
