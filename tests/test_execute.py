@@ -107,6 +107,7 @@ SLEEPY = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\
 @pytest.mark.parametrize("stop, status, said", [
     ("Ctrl-C", 130, "interrupted (Ctrl-C)"),  # a terminal's reaches the whole process group
     ("SIGTERM", 143, "terminated (SIGTERM)"),  # `kill`, a cancelled job: the process alone
+    ("SIGHUP", 129, "terminated (SIGHUP)"),  # its terminal closed
 ])
 def test_ctrl_c_or_sigterm_during_make_run_prints_one_line_and_changes_nothing(
         tmp_path, stop, status, said):
@@ -124,7 +125,7 @@ def test_ctrl_c_or_sigterm_during_make_run_prints_one_line_and_changes_nothing(
             if stop == "Ctrl-C":
                 os.killpg(run.pid, signal.SIGINT)
             else:
-                run.send_signal(signal.SIGTERM)
+                run.send_signal(getattr(signal, stop))
             _, stderr = run.communicate(timeout=30)
         finally:
             if run.poll() is None:

@@ -29,30 +29,43 @@ def one_line_while_starting(message: str, status: int = 130) -> None:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (`kill`, a cancelled CI job), raised where Ctrl-C raises KeyboardInterrupt."""
+    """SIGTERM (`kill`, a cancelled CI job) or SIGHUP (its terminal closed), raised where Ctrl-C
+    raises KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# What stops a command as Ctrl-C does (SIGHUP: POSIX only).
+TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                    if hasattr(signal, name))
 
 
 def stop_as_on_ctrl_c() -> None:
-    """From here on, Ctrl-C raises KeyboardInterrupt in the main thread and SIGTERM raises
-    Terminated: a command stops the same way whichever it gets, its kernels ended, what it wrote
-    kept, and says so in one line (how_stopped)."""
+    """From here on, Ctrl-C raises KeyboardInterrupt in the main thread and SIGTERM or SIGHUP
+    raises Terminated: a command stops the same way whichever it gets, its kernels ended, what it
+    wrote kept, and says so in one line (how_stopped)."""
     if threading.current_thread() is not threading.main_thread():
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _terminated)
+    for number in TERMINATING:
+        signal.signal(number, _terminated)
 
 
 def _terminated(signum: int, frame: object) -> None:
-    raise Terminated
+    raise Terminated(signum)
 
 
 def how_stopped(error: KeyboardInterrupt) -> str:
-    return "terminated (SIGTERM)" if isinstance(error, Terminated) else "interrupted (Ctrl-C)"
+    if isinstance(error, Terminated):
+        return f"terminated ({signal.Signals(error.signum).name})"
+    return "interrupted (Ctrl-C)"
 
 
 def stop_status(error: KeyboardInterrupt) -> int:
     """The exit status of a command stopped by a signal, as a shell gives it: 128 + its number."""
-    return 128 + (signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
+    return 128 + (error.signum if isinstance(error, Terminated) else signal.SIGINT)
 
 
 def in_background(function: Callable, *args: object) -> Future:

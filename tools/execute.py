@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 edited.append(path)
                 continue
             write_text_atomically(path, text if text.endswith("\n") else text + "\n")
-        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM (Terminated)
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM or SIGHUP (Terminated)
             stop_kernels()
             print(f"make run stopped: {how_stopped(stopped)} while running {shown_path(path)}, "
                   f"which is unchanged; {written} notebook(s) before it were written.",
@@ -195,7 +195,7 @@ def _read_or_none(path: Path) -> bytes | None:
 
 if __name__ == "__main__":
     code = main()
-    if code in (130, 143):
+    if code > 128:  # stopped by a signal
         # After Ctrl-C or SIGTERM, the notebook's thread and nbclient's exit handlers would hold
         # the process on a kernel that is already gone.
         sys.stdout.flush()

@@ -21,7 +21,14 @@ from memorybook.config import RECORDING_ENV, RECORDING_PATH, replay_only_reason,
 from memorybook.recording import RecordingError, read_recording, stop_writing
 from memorybook.redaction import redact
 from memorybook.replay import RECORD_STEPS
-from tools.ctrl_c import how_stopped, in_background, stop_kernels, stop_status, wait_for_all
+from tools.ctrl_c import (
+    TERMINATING,
+    how_stopped,
+    in_background,
+    stop_kernels,
+    stop_status,
+    wait_for_all,
+)
 from tools.record.every_call import run_every_call
 from tools.record.missing import describe_missing, missing_calls
 from tools.record.report import compare
@@ -121,12 +128,12 @@ def write_notebooks(paths: list[Path], notebooks: list, notebooks_out: Path) -> 
 
 @contextlib.contextmanager
 def _ignoring_ctrl_c():
-    """A second Ctrl-C or SIGTERM must not interrupt the (short) clean-up of the first."""
+    """A second Ctrl-C, SIGTERM or SIGHUP must not interrupt the (short) clean-up of the first."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {number: signal.signal(number, signal.SIG_IGN)
-                for number in (signal.SIGINT, signal.SIGTERM)}
+                for number in (signal.SIGINT, *TERMINATING)}
     try:
         yield
     finally:
