@@ -46,13 +46,13 @@ clean_up() {
 }
 # A pytest run goes to the background and is waited for: bash runs a trap only between commands,
 # and `wait` is one, so a signal stops the run at once, not once every test has run. SIGTERM and
-# SIGHUP (`kill`, `timeout`, make's own SIGTERM) are passed on to pytest and its xdist workers,
-# which then stop as on Ctrl-C, their tests' servers and kernels stopped (conftest.py); Ctrl-C
-# reaches them from the terminal already (conftest.py takes SIGINT back from the background's
-# SIG_IGN).
+# SIGHUP (`kill`, `timeout`, make's own SIGTERM, a closed terminal) are passed on as SIGTERM to
+# pytest and its xdist workers, which then stop as on Ctrl-C, their tests' servers and kernels
+# stopped (conftest.py); Ctrl-C reaches them from the terminal already (conftest.py takes SIGINT
+# back from the background's SIG_IGN). The run keeps this script's stdin (for --pdb).
 pytest_pid=
 run_pytest() {
-    "$@" &
+    "$@" <&0 &
     pytest_pid=$!
     wait "$pytest_pid"
 }
@@ -60,8 +60,8 @@ stopped() {  # the signal, the exit status that names it
     trap - INT TERM HUP
     if [[ -n "$pytest_pid" ]]; then
         if [[ $1 != INT ]]; then
-            pkill -"$1" -P "$pytest_pid" 2>/dev/null || true  # the workers
-            kill -s "$1" "$pytest_pid" 2>/dev/null || true
+            pkill -TERM -P "$pytest_pid" 2>/dev/null || true  # the workers
+            kill -s TERM "$pytest_pid" 2>/dev/null || true
         fi
         wait "$pytest_pid" 2>/dev/null || true
     fi

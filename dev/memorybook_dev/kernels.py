@@ -39,6 +39,7 @@ DEFAULT_PROVISIONER_ENV = "JUPYTER_DEFAULT_PROVISIONER_NAME"  # read by jupyter_
 
 _RUNNING: set[UnixSocketProvisioner] = set()  # the kernels this process started, until shut down
 
+
 class ProvisionerNotInstalled(RuntimeError):
     """The environment does not register the provisioner: this project was installed before it."""
 

@@ -18,7 +18,7 @@ RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
 
 
 def main(argv: list[str] | None = None) -> int:
-    stop_as_on_ctrl_c()  # from here on, `stop` explains Ctrl-C and SIGTERM
+    stop_as_on_ctrl_c()  # from here on, `stop` explains Ctrl-C, SIGTERM and SIGHUP
     parser = argparse.ArgumentParser(prog="python -m tools.record",
                                      description=tools.record.__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="list what would go live")
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.accept:
         try:
             return accept(output)
-        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM
+        except KeyboardInterrupt as stopped:  # Ctrl-C, SIGTERM or SIGHUP
             print(f"Accept stopped: {how_stopped(stopped)}. {shown_path(RECORDING_PATH)} and its "
                   "provenance are both as they were, or both new if it stopped as it wrote them "
                   "(`git status` shows which); accept again to be sure.", file=sys.stderr)
