@@ -318,11 +318,11 @@ def small_tmpfs(folder: Path, size: str, *, read_only: bool = False,
 
 
 @contextlib.contextmanager
-def kernel_temporary_folder(env: dict[str, str]) -> Iterator[Path]:
-    """A new folder, set as TMPDIR in `env`, for a run that starts kernels; removed afterwards.
+def temporary_folder_for(env: dict[str, str]) -> Iterator[Path]:
+    """A new folder, set as TMPDIR in `env`, for a process's temporary files; removed afterwards.
 
-    Their folders (memorybook_dev/kernels.py) are made there, so a test can see what a stopped
-    run left behind. Its path is short, as a kernel's sockets are paths of at most 107 bytes.
+    A test sees there what a stopped run left behind: kernels' folders (memorybook_dev/kernels.py),
+    an accept's snapshot. Its path is short, as a kernel's sockets are paths of at most 107 bytes.
     """
     folder = Path(tempfile.mkdtemp(prefix="mb-"))
     env["TMPDIR"] = str(folder)
@@ -337,7 +337,7 @@ def files_in(folder: Path) -> list[str]:
 
 
 def assert_no_kernel_files(left: list[str], run: str) -> None:
-    """`left`: what a stopped run left in its kernel_temporary_folder()."""
+    """`left`: what a stopped run left in its temporary_folder_for()."""
     assert left == [], (
         f"{run} left {left} in its temporary folder: a run that stops its kernels must also "
         "remove their folders (sockets, and connection files with their keys) before it exits; "

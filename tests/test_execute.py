@@ -24,9 +24,9 @@ from tests.helpers import (
     assert_no_kernel_files,
     edited_copy,
     files_in,
-    kernel_temporary_folder,
     kernels_of,
     small_tmpfs,
+    temporary_folder_for,
     wait_until,
 )
 
@@ -115,7 +115,7 @@ def test_ctrl_c_or_sigterm_during_make_run_prints_one_line_and_changes_nothing(
     nbformat.write(SLEEPY, path)
     before = path.read_bytes()
     env = {k: v for k, v in os.environ.items() if k != "MEMORYBOOK_USAGE_LOG"}
-    with kernel_temporary_folder(env) as temporary:
+    with temporary_folder_for(env) as temporary:
         run = subprocess.Popen([sys.executable, "-m", "tools.execute", str(path)],
                                cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,

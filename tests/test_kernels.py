@@ -9,8 +9,6 @@ default provisioner, and check where their sockets are.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -105,48 +103,6 @@ def test_a_process_that_ends_without_shutting_its_kernel_down_leaves_none_of_its
         "connection file holds its key): memorybook_dev/kernels.py must remove the folders of "
         "kernels still running when the process exits (atexit)")
     wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit after its parent")
-
-
-# A test that starts a kernel and is still running when its test process gets SIGTERM.
-STOPPED_WHILE_ITS_KERNEL_RUNS = """
-import sys, time
-from jupyter_client.manager import KernelManager
-
-def test_waits_with_a_kernel():
-    manager = KernelManager(kernel_name="python3")
-    manager.start_kernel(extra_arguments=["--IPKernelApp.log_level=ERROR"])
-    with open(sys.argv[-1] + ".started", "w") as started:
-        started.write(manager.ip)
-    time.sleep(60)
-"""
-
-
-def test_a_test_process_stopped_by_sigterm_leaves_no_kernel_running_and_none_of_its_files(
-        tmp_path):
-    test_file = tmp_path / "test_stopped.py"
-    test_file.write_text(STOPPED_WHILE_ITS_KERNEL_RUNS, encoding="utf-8")
-    started = tmp_path / "test_stopped.py.started"
-    # The collection's conftest.py as a plugin (this test file is outside the collection).
-    run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:xdist",
-         "-p", "no:cacheprovider", str(test_file)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_until(started.exists, 60, "the test's kernel to start")
-        folder = Path(started.read_text(encoding="utf-8")).parent
-        run.send_signal(signal.SIGTERM)
-        output, _ = run.communicate(timeout=30)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
-    left = folder.exists()
-    wait_until(lambda: not kernels_of(run.pid), 10, "the kernel to exit")
-    shutil.rmtree(folder, ignore_errors=True)  # now that no kernel can write its file again
-    assert not left, (
-        "a test process stopped by SIGTERM left its kernel's folder (its connection file holds "
-        "its key): conftest.py's pytest_configure must make SIGTERM end a test as Ctrl-C does")
-    assert "KeyboardInterrupt" in output, output
 
 
 def test_an_environment_set_up_before_the_provisioner_existed_is_told_to_set_up_again(

@@ -444,28 +444,30 @@ def test_an_accept_stopped_by_ctrl_c_or_sigterm_says_so_in_one_line_and_leaves_n
         tmp_path, stop, status, said):
     import os
 
-    folder, temporary = tmp_path / "files", tmp_path / "tmp"
-    folder.mkdir(), temporary.mkdir()
+    folder = tmp_path
     (folder / "new.json").write_text(json.dumps(a_changed_recording()), encoding="utf-8")
     (folder / "rec.json").write_bytes(COMMITTED_RECORDING)
     shutil.copyfile(PROVENANCE_PATH, folder / "prov.json")
-    run = subprocess.Popen([sys.executable, "-c", ACCEPT_THAT_WAITS, str(folder)], cwd=REPO_ROOT,
-                           env={**os.environ, "TMPDIR": str(temporary)}, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        helpers.wait_until(lambda: any(temporary.iterdir()), 60, "the accept's snapshot")
-        run.send_signal(stop)
-        _, stderr = run.communicate(timeout=30)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
+    env = dict(os.environ)
+    with helpers.temporary_folder_for(env) as temporary:
+        run = subprocess.Popen([sys.executable, "-c", ACCEPT_THAT_WAITS, str(folder)],
+                               cwd=REPO_ROOT, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            helpers.wait_until(lambda: any(temporary.iterdir()), 60, "the accept's snapshot")
+            run.send_signal(stop)
+            _, stderr = run.communicate(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+        left = helpers.files_in(temporary)
     assert run.returncode == status, stderr
     [line] = stderr.strip().splitlines()
     assert line.startswith(f"Accept stopped: {said}."), (
         f"{line!r}: tools/record/cli.py must say in one line how an accept was stopped")
     assert paired(folder / "rec.json", folder / "prov.json") == "old"
-    assert list(temporary.iterdir()) == [], "the accept's snapshot folder was left behind"
+    assert left == [], f"the stopped accept left {left}: its snapshot folder must go"
 
 
 def accept_in_a_small_tmpfs(tmp_path, read_only: bool) -> tuple[Path, str]:

@@ -32,11 +32,11 @@ from tests.helpers import (
     SmallTmpfs,
     assert_no_kernel_files,
     files_in,
-    kernel_temporary_folder,
     kernels_of,
     live_env,
     record_arguments,
     small_tmpfs,
+    temporary_folder_for,
     wait_until,
 )
 from tools.loopback_server import LoopbackSystemOne
@@ -83,7 +83,7 @@ def recording_run(base_url: str, output: Path, notebooks: Path, *, injected: boo
     command = [sys.executable, "-c", INJECTED, *arguments] if injected else [*RECORD, *arguments]
     command = [*within, *command]
     env = environment(base_url, notebooks.parent, **extra)
-    with kernel_temporary_folder(env) as temporary:
+    with temporary_folder_for(env) as temporary:
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
