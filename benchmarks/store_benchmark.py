@@ -28,7 +28,8 @@ by emptying the write-ahead log into the database file (untimed), so that no tim
 the load's pages. The store is opened with a cap above the largest size. Like ours, their
 SQLite store runs in WAL mode; with a time to live, theirs omits expired items and does not
 refresh them on reads, as ours does. It also prints what a save costs for a customer holding
-2,000 memories against one holding 10.
+2,000 memories against one holding 10, and for a customer at the cap (each save evicting the
+oldest memory) against one below it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ PUTS = 60  # puts timed per size, after one warm-up
 RECALLS = {10: 25, 100: 15, 1_000: 7, 10_000: 3}  # recalls timed per size
 ERASURES = {10: 15, 100: 9, 1_000: 5, 10_000: 3}  # erasures timed per size, each of a reload
 FLAT_SAVES = 60  # saves timed in turns for customers of 10 and of 2,000 memories
+AT_THE_CAP = 100  # the cap of the store where a save evicts (the default is 50)
 INSTALL = ".venv/bin/uv sync --inexact --group benchmark"
 
 
@@ -215,7 +217,7 @@ def their_ttl(ttl: bool) -> dict | None:
 class Backend(Protocol):
     name: str
 
-    def ours(self, ttl: bool) -> contextlib.AbstractContextManager[Ours]: ...
+    def ours(self, ttl: bool, cap: int = CAP) -> contextlib.AbstractContextManager[Ours]: ...
 
     def theirs(self, ttl: bool) -> contextlib.AbstractContextManager[Theirs]: ...
 
@@ -227,9 +229,9 @@ class SQLiteBackend:
         self.folder, self.key = folder, key
 
     @contextlib.contextmanager
-    def ours(self, ttl: bool) -> Iterator[Ours]:
+    def ours(self, ttl: bool, cap: int = CAP) -> Iterator[Ours]:
         path = self.folder / f"ours-{uuid.uuid4().hex[:8]}.sqlite3"
-        with SQLiteMemoryStore(path, key=self.key, max_memories=CAP,
+        with SQLiteMemoryStore(path, key=self.key, max_memories=cap,
                                retention=TTL if ttl else None) as store, contextlib.closing(
                 sqlite3.connect(path)) as loader:
             yield Ours(store, loader, "?", ttl, settle=lambda: empty_the_log(loader))
@@ -278,9 +280,9 @@ class PostgresBackend:
                 admin.execute(f"DROP SCHEMA {name} CASCADE")
 
     @contextlib.contextmanager
-    def ours(self, ttl: bool) -> Iterator[Ours]:
+    def ours(self, ttl: bool, cap: int = CAP) -> Iterator[Ours]:
         with self.schema() as url, PostgresMemoryStore(
-            url, key=self.key, max_memories=CAP, retention=TTL if ttl else None
+            url, key=self.key, max_memories=cap, retention=TTL if ttl else None
         ) as store, self._psycopg.connect(url) as loader:
             yield Ours(store, loader, "%s", ttl)
 
@@ -336,6 +338,27 @@ def flat_save(backend: Backend) -> tuple[float, float]:
                 if number:
                     times.append(time.perf_counter() - started)
     return tuple(statistics.median(timings[size]) * 1000 for size in (10, 2_000))
+
+
+def save_at_the_cap(backend: Backend) -> tuple[float, float]:
+    """Our median save for a customer below the cap and for one at it (each such save evicts
+    the customer's oldest memory), without a retention, timed in turns. Each customer is in a
+    store of its own: the at-the-cap store is what a store is once every customer saving is at
+    the cap, and a store's save pays for what the save before it left (SQLite: an emptied log)."""
+    with backend.ours(ttl=False, cap=AT_THE_CAP) as below, \
+            backend.ours(ttl=False, cap=AT_THE_CAP) as at:
+        below.load("C-below", 10)  # 10 + FLAT_SAVES + 1 stays below the cap
+        at.load("C-at", AT_THE_CAP)
+        timings: list[list[float]] = [[], []]
+        for number in range(FLAT_SAVES + 1):
+            for (subject, customer), times in zip([(below, "C-below"), (at, "C-at")], timings,
+                                                  strict=True):
+                started = time.perf_counter()
+                evicted = subject.store.save(customer, sample_memory(customer, 10**6 + number))
+                if number:
+                    times.append(time.perf_counter() - started)
+                assert len(evicted) == (subject is at)
+    return statistics.median(timings[0]) * 1000, statistics.median(timings[1]) * 1000
 
 
 def compare(backend: Backend, with_langgraph: bool) -> list[list[str]]:
@@ -449,6 +472,13 @@ def main() -> None:
             flat.append([backend.name, f"{few:.2f} ms", f"{many:.2f} ms", f"{many / few:.2f}x"])
         print()
         print(markdown_table(["backend", "save, customer of 10", "of 2,000", "ratio"], flat))
+        capped = []
+        for backend in backends:
+            below, at = save_at_the_cap(backend)
+            capped.append([backend.name, f"{below:.2f} ms", f"{at:.2f} ms", f"{at / below:.2f}x"])
+        print()
+        print(markdown_table(["backend", "save below the cap", "at the cap (evicting)", "ratio"],
+                             capped))
         rows = [row for backend in backends for row in compare(backend, with_langgraph)]
         headings = ["backend", "TTL", "memories", "call", "ours"]
         if with_langgraph:

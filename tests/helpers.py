@@ -486,8 +486,9 @@ class Backend:
     format_1_tables: ClassVar[tuple[str, ...]]
     format_2_tables: ClassVar[tuple[str, ...]]
     format_3_tables: ClassVar[tuple[str, ...]]
-    # Whether forget(), forget_customer() and eviction leave no bytes in the files at once,
-    # rather than only once sweep() has run.
+    # Whether forget(), supersede() and forget_customer() leave no bytes in the files at once,
+    # rather than only once sweep() has run (which erases what the store deletes on its own:
+    # eviction, expiry, settled gates, on every backend).
     erases_without_sweep: ClassVar[bool] = True
     # The ways another session can hold a lock this store's writers need, as hold_a_lock() takes
     # them: "customer" (another writer for the customer, stuck inside its transaction) and

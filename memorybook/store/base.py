@@ -236,18 +236,19 @@ class EncryptedStore(GateRecords):
             "now": now, "max_memories": self.max_memories, "all_rows": _ALL_ROWS,
             "unknown_ticket": UNKNOWN_TICKET,
         }
+        # What the save deletes (expired memories, those over the cap, a settled gate's row)
+        # leaves the files at the next sweep(), as on every backend: emptying SQLite's log here
+        # made each save at the cap take 2.5 times one below it (benchmarks/README.md).
         if gate_id is None:
-            evicted, deleted = self._database.save_alone(customer, parameters)
+            evicted = self._database.save_alone(customer, parameters)
         else:
             with self._database.write_transaction(customer):
                 # A pending gate's save: only while its row is there (not settled elsewhere,
                 # nor erased with its customer), deleted in this transaction.
                 if not self._delete_gate(customer, gate_id):
                     return None
-                evicted, deleted = self._database.run_save(parameters)
+                evicted = self._database.run_save(parameters)
         evicted.sort()
-        if deleted or gate_id is not None:
-            self._database.after_forget()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
             customer_id, customer, [(ticket, sealed) for _, ticket, sealed in evicted], "Evicted"
@@ -269,9 +270,11 @@ class EncryptedStore(GateRecords):
 
         Each deletion is in the customer's history as ``expired``, at the time it expired.
         Then the database's files are rid of every deleted row (SQLite: its write-ahead log
-        is emptied; PostgreSQL: ``VACUUM FULL``, which locks the tables while it runs). On
-        PostgreSQL this is the step that erases what ``forget()``, ``forget_customer()`` and
-        eviction deleted, and a row that a transaction begun before its deletion may still read
+        is emptied; PostgreSQL: ``VACUUM FULL``, which locks the tables while it runs). This is
+        the step that erases what the store deleted on its own: memories evicted by the cap or
+        expired during a save, and the records of settled gates; on PostgreSQL also what
+        ``forget()``, ``supersede()`` and ``forget_customer()`` deleted, which SQLite erases at
+        once. On PostgreSQL a row that a transaction begun before its deletion may still read
         is kept until that transaction ends: it goes at the next ``sweep()``. The server's
         write-ahead log and backups keep their copies until they are recycled.
         """

@@ -118,7 +118,7 @@ class SqlDatabase:
         """Run before each call of the store, with the store's lock held."""
 
     def after_forget(self) -> None:
-        """Run after memories were deleted."""
+        """Run after ``forget()``, ``supersede()`` and ``forget_customer()`` deleted rows."""
 
     def erase_deleted_rows(self) -> None:
         """Run by ``sweep()``: make sure no deleted row stays in the database's files."""
@@ -142,15 +142,12 @@ class SqlDatabase:
         """The statements that create what this backend's writes run on, beside the tables."""
         return []
 
-    def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
+    def run_save(self, parameters: dict[str, object]) -> list[tuple]:
         """Inside a write transaction: a save (writes.SAVE_STEPS) with these parameters
-        (writes.SAVE_PARAMETERS). Returns the rows evicted (id, ticket digest, sealed), and
-        whether any row was deleted (for ``after_forget()`` to erase)."""
+        (writes.SAVE_PARAMETERS). Returns the rows evicted (id, ticket digest, sealed)."""
         return self._run_steps(SAVE_STEPS, parameters)
 
-    def save_alone(
-        self, lock_key: bytes, parameters: dict[str, object]
-    ) -> tuple[list[tuple], bool]:
+    def save_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
         """A save in a transaction of its own, holding ``lock_key``'s write lock; as
         ``run_save()``. A backend on a server does it in one trip."""
         with self.write_transaction(lock_key):
@@ -161,8 +158,7 @@ class SqlDatabase:
         ``lock_key``'s write lock: the memory rows it deleted (id, ticket digest, sealed). A
         backend on a server does it in one trip."""
         with self.write_transaction(lock_key):
-            rows, _ = self._run_steps(ERASE_STEPS, parameters)
-            return rows
+            return self._run_steps(ERASE_STEPS, parameters)
 
     def run_expiry(self, parameters: dict[str, object]) -> int:
         """Inside a write transaction: a customer's expired memories go, as a save's first step
@@ -173,24 +169,20 @@ class SqlDatabase:
                 self.run(*positional(statement, parameters))
         return expired
 
-    def _run_steps(
-        self, steps: tuple[Step, ...], parameters: dict[str, object]
-    ) -> tuple[list[tuple], bool]:
+    def _run_steps(self, steps: tuple[Step, ...], parameters: dict[str, object]) -> list[tuple]:
         """A write's steps, each only when it is needed: the rows of its statement with
-        RETURNING, and whether a step that is not always needed ran (those delete rows)."""
+        RETURNING."""
         result: list[tuple] = []
-        ran_conditional = False
         for step in steps:
             if step.when is not None:
                 [(needed,)] = self.run(*positional(f"SELECT {step.when}", parameters))
                 if not needed:
                     continue
-                ran_conditional = True
             for statement in step.statements:
                 rows = self.run(*positional(statement, parameters))
                 if rows:
                     result = rows
-        return result, ran_conditional
+        return result
 
     # -- what each backend provides ------------------------------------------------------
 

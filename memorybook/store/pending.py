@@ -76,10 +76,7 @@ class GateRecords:
         with self._call("settle_gate()"):
             customer = self._open_keys().customer_digest(customer_id)
             with self._database.write_transaction(customer):
-                deleted = self._delete_gate(customer, gate.id)
-            if deleted:
-                self._database.after_forget()
-            return deleted
+                return self._delete_gate(customer, gate.id)  # its bytes go at sweep()
 
     def claim_abandoned_gates(self, customer_id: str) -> list[PendingGate]:
         """Make this customer's abandoned gates (their owner is gone) this store object's, and

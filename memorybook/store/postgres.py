@@ -138,16 +138,14 @@ class PostgresDatabase(SqlDatabase):
         return [postgres_function(SAVE_FUNCTION, SAVE_PARAMETERS, SAVE_STEPS, self.dialect),
                 postgres_function(ERASE_FUNCTION, ERASE_PARAMETERS, ERASE_STEPS, self.dialect)]
 
-    def run_save(self, parameters: dict[str, object]) -> tuple[list[tuple], bool]:
+    def run_save(self, parameters: dict[str, object]) -> list[tuple]:
         return self._call_write(SAVE_FUNCTION, SAVE_PARAMETERS, parameters,
-                                self._transaction_lock), False
+                                self._transaction_lock)
 
-    def save_alone(
-        self, lock_key: bytes, parameters: dict[str, object]
-    ) -> tuple[list[tuple], bool]:
+    def save_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
         # One statement in a transaction of its own: the function takes the lock, then saves.
         return self._call_write(SAVE_FUNCTION, SAVE_PARAMETERS, parameters,
-                                _write_lock_id(lock_key)), False
+                                _write_lock_id(lock_key))
 
     def erase_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
         return self._call_write(ERASE_FUNCTION, ERASE_PARAMETERS, parameters,

@@ -53,11 +53,6 @@ def test_a_recorded_gate_is_sealed_and_its_memory_saved_once_as_the_record_goes(
         assert store.recall("C-1042") == [memory]
         assert [event.event for event in store.history("C-1042")] == ["saved"]
         assert pending_rows(backend) == []
-        if backend.erases_without_sweep:
-            assert sealed[20:80] not in backend.raw_bytes(), (
-                "the record's bytes are still in the database files once its gate has run: "
-                "settle_gate() must run after_forget() (memorybook/store/base.py)"
-            )
         assert erased_everywhere(backend, store, [sealed[20:80]]), (
             "the record's bytes are still in the database files once its gate has run and "
             "sweep() too: erase_deleted_rows() of the backend must vacuum memorybook_pending"

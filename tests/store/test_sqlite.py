@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from contextlib import suppress
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,41 @@ def test_forgotten_ciphertext_is_not_left_in_sqlite_file(tmp_path: Path) -> None
         assert sealed[100:164] not in leftovers
     leftovers = b"".join(p.read_bytes() for p in tmp_path.glob("memories.sqlite3*"))
     assert sealed[100:164] not in leftovers
+
+
+# What the store deletes on its own, each a call that must leave the write-ahead log as any
+# save leaves it; sweep() erases what they deleted (test_retention.py, test_pending.py).
+ON_ITS_OWN = ["eviction", "expiry", "a gate kept", "a gate decided against"]
+
+
+@pytest.mark.parametrize("deletion", ON_ITS_OWN)
+def test_what_the_store_deletes_on_its_own_leaves_the_log_for_sweep(
+    tmp_path: Path, deletion: str
+) -> None:
+    path = tmp_path / "memories.sqlite3"
+    now = [datetime(2026, 8, 4, tzinfo=UTC)]
+    with SQLiteMemoryStore(path, key=new_key(), max_memories=2, clock=lambda: now[0]) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"), expires_at=now[0] + timedelta(days=1))
+        store.save("C-1042", make_memory("C-1042", "T-2"))
+        gate = store.record_gate("C-1042", make_memory("C-1042", "T-3"))
+        if deletion == "eviction":
+            assert ticket_ids(store.save("C-1042", make_memory("C-1042", "T-4"))) == ["T-1"]
+        elif deletion == "expiry":
+            now[0] += timedelta(days=2)
+            assert store.save("C-1042", make_memory("C-1042", "T-4")) == []
+            assert [event.event for event in store.history("C-1042")][-2:] == ["expired", "saved"]
+        else:
+            assert store.settle_gate(gate, keep=deletion == "a gate kept")
+        log = Path(f"{path}-wal").stat().st_size
+        assert log > 0, (
+            f"{deletion} emptied SQLite's write-ahead log (PRAGMA wal_checkpoint(TRUNCATE), which "
+            "syncs the database file and truncates the log, so that the next commit grows it "
+            "anew): each save at the cap took 2.5 times a save below it (benchmarks/README.md). "
+            "What the store deletes on its own is erased by sweep(); only forget(), supersede() "
+            "and forget_customer() call after_forget() (memorybook/store/base.py, pending.py)."
+        )
+        store.forget("C-1042", "T-2")  # control: a requested erasure empties it
+        assert Path(f"{path}-wal").stat().st_size == 0
 
 
 def test_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path) -> None:
