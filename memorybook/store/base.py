@@ -206,6 +206,8 @@ class EncryptedStore(GateRecords):
         ``expires_at`` (an aware datetime, after the clock's time) ends this memory; without it,
         the memory ends ``retention`` after the clock's time, or never when the store has none.
         The customer's expired memories are deleted first: they take no room under the cap.
+        What a save deletes is gone from recall at once, and from the database's files at the
+        next ``sweep()``.
         """
         # Checked before the call takes the store's lock: however large, it holds up no other.
         customer_id = checked_customer_id(customer_id)
