@@ -38,6 +38,7 @@ import argparse
 import base64
 import contextlib
 import cProfile
+import itertools
 import json
 import os
 import platform
@@ -349,16 +350,15 @@ def save_at_the_cap(backend: Backend) -> tuple[float, float]:
             backend.ours(ttl=False, cap=AT_THE_CAP) as at:
         below.load("C-below", 10)  # 10 + FLAT_SAVES + 1 stays below the cap
         at.load("C-at", AT_THE_CAP)
-        timings: list[list[float]] = [[], []]
-        for number in range(FLAT_SAVES + 1):
-            for (subject, customer), times in zip([(below, "C-below"), (at, "C-at")], timings,
-                                                  strict=True):
-                started = time.perf_counter()
-                evicted = subject.store.save(customer, sample_memory(customer, 10**6 + number))
-                if number:
-                    times.append(time.perf_counter() - started)
-                assert len(evicted) == (subject is at)
-    return statistics.median(timings[0]) * 1000, statistics.median(timings[1]) * 1000
+        numbers = itertools.count(10**6)
+
+        def save(subject: Ours, customer: str, evicts: int) -> None:
+            evicted = subject.store.save(customer, sample_memory(customer, next(numbers)))
+            assert len(evicted) == evicts
+
+        below_ms, at_ms = medians_in_turns([lambda: save(below, "C-below", 0),
+                                            lambda: save(at, "C-at", 1)], FLAT_SAVES)
+    return below_ms, at_ms
 
 
 def compare(backend: Backend, with_langgraph: bool) -> list[list[str]]:
