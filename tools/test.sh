@@ -81,6 +81,17 @@ if [[ -z "${MEMORYBOOK_TEST_PG_URL:-}" ]]; then
 fi
 
 pytest=(.venv/bin/python -m pytest)
+# Bytecode, once up front. Where PYTHONDONTWRITEBYTECODE is set (as on this project's machines),
+# each of the ~260 interpreters a run starts (workers, kernels, services, commands) would compile
+# the project's modules again (0.35 s for the service's), and each pytest process rewrite every
+# test module's asserts (2 s). Both are written here into the ignored __pycache__ folders, as
+# Python does wherever the variable is unset; the runs below only read them and keep the
+# variable as they find it. Stale files are compiled again. A tree that cannot be written is run
+# as it is. Measured in benchmarks/README.md.
+PYTHONDONTWRITEBYTECODE= .venv/bin/python -m compileall -q memorybook dev tools tests benchmarks \
+    examples conftest.py >/dev/null 2>&1 || true
+run_pytest env PYTHONDONTWRITEBYTECODE= "${pytest[@]}" -p no:xdist --collect-only -q "$@" \
+    >/dev/null 2>&1 || true
 cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)  # nproc: Linux; getconf: macOS too
 workers=${MEMORYBOOK_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
 status=0
