@@ -149,6 +149,10 @@ def likely_reasons(state, questions: dict, model: str | None,
     """Why a call missed, found by comparing it with the requests behind the recorded answers
     (provenance.json beside the recording; an app's own recording has none)."""
     recording = recording_path() if recording is None else recording
+    if not recording.exists():
+        return [f"There is no file at {shown_path(recording)}, so no call can be answered: "
+                f"point {RECORDING_ENV} at a json_cache.json (the collection's is "
+                "json_cache/json_cache.json in its repository)."]
     try:
         recorded = recorded_requests(provenance_path(recording))
     except FileNotFoundError:  # an app's own recording, or one copied without its provenance
@@ -216,7 +220,8 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
         start = max(0, len(os.path.commonprefix([ours, theirs])) - 20)
         ours, theirs = (text if start == 0 else "..." + text[start:] for text in (ours, theirs))
     return (f"`{path.removeprefix('state.')}` is {_short(ours)}; in the recorded call it is "
-            f"{_short(theirs)}. The input was edited (notebook 1's DATA or a cell).")
+            f"{_short(theirs)}. The input was edited (in the collection: notebook 1's DATA or "
+            "a cell).")
 
 
 def _why_memories_differ(earlier: RecordingMissError | None) -> str:
@@ -224,7 +229,8 @@ def _why_memories_differ(earlier: RecordingMissError | None) -> str:
         return ("A call that should have saved or read a memory missed earlier, so the memories "
                 "differ from the recorded run's; restarting the kernel alone will not help.")
     return ("This process holds other memories than the recorded run had at this point (in a "
-            "notebook: restart the kernel and run it from the top).")
+            "notebook: restart the kernel and run it from the top; with a store kept on disk: "
+            "start from an empty one, as the recorded run did).")
 
 
 def how_to_record(reason: str, recording: Path | None = None) -> str:

@@ -264,7 +264,8 @@ def test_a_kernel_holding_extra_memories_is_told_to_restart(monkeypatch):
     assert miss.reasons == [
         "Memories: this call carries T-101, T-105, T-101; the recorded one carried T-101, T-105."
         " This process holds other memories than the recorded run had at this point (in a"
-        " notebook: restart the kernel and run it from the top)."]
+        " notebook: restart the kernel and run it from the top; with a store kept on disk:"
+        " start from an empty one, as the recorded run did)."]
     state, questions, share = decode(miss.link)
     assert memory_ids_in(state) == ["T-101", "T-105", "T-101"]
     assert list(questions) == ["team"] and share["selectedModels"] == [TYPESAFE_MODEL]

@@ -52,6 +52,20 @@ def test_a_miss_whose_memories_differ_tells_the_reader_to_start_again(monkeypatc
         f"may name it (RecordingMissError.name_threshold): {reason}")
 
 
+def test_a_recording_path_naming_no_file_is_blamed_not_the_call(monkeypatch, tmp_path):
+    missing = tmp_path / "json_cache.jsn"  # a typo in $MEMORYBOOK_RECORDING
+    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(missing))
+    with pytest.raises(RecordingMissError) as raised:
+        jev.ask(EARLIER[0], ROUTE)
+    assert raised.value.reasons == [
+        f"There is no file at {missing}, so no call can be answered: point MEMORYBOOK_RECORDING "
+        "at a json_cache.json (the collection's is json_cache/json_cache.json in its "
+        "repository)."], (
+        "a recording path that names no file must be the reason given, not the call: see "
+        f"likely_reasons() in memorybook/replay.py. Got {raised.value.reasons}")
+    assert not missing.exists(), "replaying must not create the recording it lacks"
+
+
 @pytest.mark.parametrize("remember_at", [0.975, 1, 0.0])
 def test_name_threshold_puts_a_threshold_other_than_the_recorded_one_first(monkeypatch,
                                                                           remember_at):
