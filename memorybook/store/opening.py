@@ -57,6 +57,11 @@ def open_store(
         path = _repo_root(Path.cwd()) / DEFAULT_STORE_PATH
         _create_private_folder(path.parent)
         return SQLiteMemoryStore(path, **options)
+    if not isinstance(url, str):
+        raise MemoryStoreError(
+            f"A memory store URL is a string, such as {SQLiteMemoryStore.url_example}; got "
+            f"{shown(url)}."
+        )
     backend = BACKENDS.get(url.partition(":")[0].lower())
     if backend is None:
         examples = dict.fromkeys(store_class.url_example for store_class in BACKENDS.values())

@@ -40,13 +40,24 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+# The longest retention: its expiry dates must stay within what datetime and a 64-bit column
+# hold (timedelta.max would overflow both); for memories that never expire, pass None.
+MAX_RETENTION = timedelta(days=36_525)  # a hundred years
+
+
 def checked_retention(retention: object) -> timedelta | None:
-    """A default time to live: None (memories last until forgotten) or a positive timedelta."""
+    """A default time to live: None (memories last until forgotten) or a positive timedelta of
+    at most MAX_RETENTION."""
     if retention is None:
         return None
     if not isinstance(retention, timedelta) or retention <= timedelta(0):
         raise ValueError(
             f"retention must be a positive datetime.timedelta (or None), got {shown(retention)}"
+        )
+    if retention > MAX_RETENTION:
+        raise ValueError(
+            f"retention must be at most {MAX_RETENTION.days:,} days (a hundred years), got "
+            f"{retention.days:,} days; for memories that last until forgotten, pass None"
         )
     return retention
 

@@ -21,7 +21,7 @@ from memorybook.store.key_file import OWNERS_AND_MODES, KeyFile
 from memorybook.store.retention import Clock
 from memorybook.store.schema import SQLITE
 from memorybook.store.urls import STORE_URL_ENV, sqlite_path
-from memorybook.store.validation import MemoryStoreError
+from memorybook.store.validation import MemoryStoreError, shown
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30  # how long a writer waits for another process's transaction
 
@@ -57,6 +57,11 @@ class SQLiteMemoryStore(EncryptedStore):
         retention: timedelta | None = None,
         clock: Clock | None = None,
     ) -> None:
+        if "\0" in os.fspath(path):
+            raise MemoryStoreError(
+                f"The memory database path {shown(os.fspath(path))} holds a NUL character, which "
+                "no file system takes: choose another path."
+            )
         self.path = Path(path).expanduser().absolute()
         key_file = KeyFile(self.path)
         self.key_path = key_file.path
@@ -323,8 +328,8 @@ def _refuse_foreign_file(path: Path) -> None:
 
 def _create_private_file(path: Path) -> None:
     """Create a missing database file as mode 0600 (SQLite gives its -wal file the same)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass

@@ -51,6 +51,19 @@ def test_unsupported_url_is_a_clear_error() -> None:
     assert "hunter2" not in str(raised.value)
 
 
+def test_a_url_that_is_no_string_or_names_no_possible_file_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(MemoryStoreError, match="A memory store URL is a string, such as "
+                       "sqlite:///path/to/memories.sqlite3; got 42"):
+        open_store(42, key=new_key())  # type: ignore[arg-type]
+    with pytest.raises(MemoryStoreError, match="Cannot read a file path from 'sqlite:///%00x'"):
+        open_store("sqlite:///%00x", key=new_key())  # a NUL, which no file system takes
+    with pytest.raises(MemoryStoreError, match="holds a NUL character"):
+        SQLiteMemoryStore(tmp_path / "a\0b.sqlite3", key=new_key())
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_open_store_takes_a_cap(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORYBOOK_STORE_KEY", backend.key)
     with open_store(backend.url, max_memories=1) as store:

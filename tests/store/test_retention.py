@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memorybook.store import MemoryStore, open_store
+from memorybook.store.retention import MAX_RETENTION
 from tests.helpers import Backend, make_memory, ticket_ids
 
 START = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
@@ -232,6 +233,13 @@ def test_bad_retention_clock_and_expiry_dates_are_refused_and_nothing_is_saved(
     for retention in (timedelta(0), -DAY, 3, "3 days"):
         with pytest.raises(ValueError, match="retention must be a positive"):
             backend.open(retention=retention)
+    for retention in (MAX_RETENTION + timedelta(microseconds=1), timedelta.max):
+        with pytest.raises(ValueError, match="retention must be at most 36,525 days"):
+            backend.open(retention=retention)  # timedelta.max overflowed every save
+    with backend.open(retention=MAX_RETENTION) as store:
+        store.save("C-1042", make_memory("C-1042", "T-0"))
+        assert ticket_ids(store.recall("C-1042")) == ["T-0"]
+        store.forget_customer("C-1042")
     with pytest.raises(ValueError, match="clock must be a function"):
         backend.open(clock=START)
     clock = Clock()

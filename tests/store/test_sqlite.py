@@ -113,6 +113,14 @@ def test_damaged_database_raises_store_error_and_is_not_overwritten(tmp_path: Pa
     assert path.read_bytes() == bytes(content)
 
 
+def test_a_folder_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("not a folder")  # refused to root as well
+    path = tmp_path / "a_file" / "sub" / "memories.sqlite3"
+    with pytest.raises(MemoryStoreError, match=r"Cannot create the memory database .* \(Not a "
+                       r"directory\); choose a writable folder"):
+        SQLiteMemoryStore(path, key=new_key())
+
+
 @pytest.mark.parametrize(
     "message",
     ["database or disk is full", "attempt to write a readonly database", "disk I/O error"],
