@@ -28,9 +28,16 @@ from fastapi import FastAPI, HTTPException, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from typesafe_sdk import SystemOneResponse, TypeSafeError
+from typesafe_sdk import (
+    SystemOneResponse,
+    TypeSafeAPIConnectionError,
+    TypeSafeAPIError,
+    TypeSafeAPIResponseValidationError,
+    TypeSafeAPITimeoutError,
+    TypeSafeError,
+)
 
-from memorybook.api_errors import describe_api_failure
+from memorybook.api_errors import CallTimeoutError, describe_api_failure
 from memorybook.example import ROUTE
 from memorybook.gates import PendingGates
 from memorybook.in_flight import AskAsync, InFlight
@@ -55,6 +62,7 @@ from memorybook.service_models import (
 from memorybook.service_settings import ServiceSettings
 from memorybook.store import STORE_URL_ENV, MemoryStoreError, open_store
 from memorybook.store.turns import CustomerTurns
+from memorybook.store.validation import shown
 from memorybook.wrapper import (
     ask_with_memory_async,
     recover_abandoned_gates,
@@ -134,8 +142,12 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         except MemoryStoreError as error:
             return JSONResponse({"detail": store_failed(error)}, status_code=503)
         except TypeSafeError as error:
-            return JSONResponse({"detail": one_line(describe_api_failure(error))},
-                                status_code=502)
+            # The whole story, redacted, for whoever runs the service; the client gets no
+            # endpoint, header or text of the upstream's.
+            log.error("routing ticket %s of customer %s failed: %s",
+                      shown(state["ticket"]["id"]), state["customer"]["id"],
+                      " ".join(describe_api_failure(error).splitlines()))
+            return JSONResponse({"detail": jev_failed(error)}, status_code=502)
         return JSONResponse(response.model_dump(mode="json"))
 
     @app.get("/customers/{customer}/memories", response_model=CustomerMemories,
@@ -209,6 +221,22 @@ async def in_turn(request: Request, call: str, customer: str):
 
 def store_failed(error: MemoryStoreError) -> str:
     return f"the memory store failed: {one_line(redact(error))}"
+
+
+def jev_failed(error: TypeSafeError) -> str:
+    """A 502's one line: what failed and, if the API answered, its HTTP status."""
+    if isinstance(error, (CallTimeoutError, TypeSafeAPITimeoutError)):
+        how = " (no answer in time)"
+    elif isinstance(error, TypeSafeAPIConnectionError):
+        how = " (could not connect to its API)"
+    elif isinstance(error, TypeSafeAPIResponseValidationError):
+        how = " (its API's answer could not be read)"
+    elif isinstance(error, TypeSafeAPIError):
+        how = f" (its API answered HTTP {error.status})"
+    else:
+        how = ""
+    return (f"asking Jev to route the ticket failed{how}: try again later; the service's log "
+            "has the details.")
 
 
 async def sweep_on_schedule(memories, every: timedelta) -> None:

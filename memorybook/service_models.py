@@ -4,19 +4,24 @@ request and answer, as its OpenAPI schema (`/openapi.json`) shows them.
 A customer id travels in a URL path (`/customers/{id}/memories`), so the service takes only the
 ids every client can put there and the routes can read back: `CUSTOMER_ID_RULE`. POST refuses
 any other with 422 naming the rule, so every memory it files is reachable by GET and DELETE.
-`read_ticket_state()` reads POST's body: JSON only (415), within the nesting a memory may hold,
-UTF-8 throughout, shaped as `TicketState`; each refusal is one line.
+`read_ticket_state()` reads POST's body: JSON only (415), in UTF-8 without a byte order mark
+(RFC 8259), within the nesting a memory may hold and the digits Python reads, UTF-8 throughout
+(no lone surrogate), shaped as `TicketState`; each refusal is one line.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import math
 import re
+import sys
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from starlette.requests import ClientDisconnect
 
 from memorybook.memory import MEMORY_KEY, customer_id
 from memorybook.store.retention import EVENTS
@@ -28,6 +33,9 @@ CUSTOMER_ID_RULE = ("a customer id is 1 to 128 characters of ASCII letters, digi
 _CUSTOMER_ID = re.compile(CUSTOMER_ID_PATTERN.removeprefix("^").removesuffix("$"))
 # A memory is {"request": state, ...}: one level more than the state it keeps.
 MAX_STATE_NESTING = MAX_MEMORY_NESTING - 1
+# Python's default limit: longer integers it neither reads nor writes unless told to, and
+# reading one takes time that grows with the square of its digits.
+MAX_INTEGER_DIGITS = 4300
 
 CustomerId = Annotated[str, Field(pattern=CUSTOMER_ID_PATTERN, description=CUSTOMER_ID_RULE)]
 
@@ -131,7 +139,8 @@ class CustomerHistory(BaseModel):
 # Statuses every route may answer, before it runs (memorybook/service_guard.py).
 GUARD_ANSWERS = {
     400: {"model": Problem, "description": "The Host header names no host this service "
-          "answers to (MEMORYBOOK_ALLOWED_HOSTS)."},
+          "answers to (MEMORYBOOK_ALLOWED_HOSTS); or the client left before sending the whole "
+          "body."},
     401: {"model": Problem, "description": "MEMORYBOOK_SERVICE_TOKEN is set and the request "
           "has no `Authorization: Bearer` with it."},
     403: {"model": Problem, "description": "The request came from beyond this machine and no "
@@ -146,7 +155,8 @@ BODY_ANSWERS = {
           "(1,000,000 by default)."},
     415: {"model": Problem, "description": "The body was not sent as JSON (Content-Type: "
           "application/json)."},
-    502: {"model": Problem, "description": "A live call to Jev failed or timed out."},
+    502: {"model": Problem, "description": "A live call to Jev failed or timed out: what "
+          "failed, and the API's HTTP status; the service's log has the details."},
 }
 
 
@@ -155,6 +165,51 @@ BODY_ANSWERS = {
 
 def _not_json(constant: str) -> None:
     raise ValueError(f"{constant} is not a JSON value")
+
+
+class _NumberNotRead(ValueError):
+    """A number in the body the service does not read; the message says why."""
+
+
+def _integer(digits: str) -> int:
+    limit = min(MAX_INTEGER_DIGITS, sys.get_int_max_str_digits() or MAX_INTEGER_DIGITS)
+    if len(digits.removeprefix("-")) > limit:
+        raise _NumberNotRead(f"a number in the body has more than the {limit:,} digits this "
+                             "service reads; send longer numbers as strings.")
+    return int(digits)
+
+
+def _real(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: JSON has no infinity, and a memory could not hold it
+        raise _NumberNotRead(f"the number {shown(text)} in the body is beyond what a float "
+                             "holds; send it as a string.")
+    return value
+
+
+def utf8_text(body: bytes) -> str:
+    """The body as text, or HTTPException 422: JSON between systems is UTF-8 (RFC 8259), and
+    json.loads() of the bytes would take UTF-16 or UTF-32 too, and skip a BOM."""
+    if body.startswith(codecs.BOM_UTF8) or body[:2] in (codecs.BOM_UTF16_LE,
+                                                        codecs.BOM_UTF16_BE):
+        why = "it starts with a byte order mark"
+    elif b"\0" in body:  # never in JSON, whose strings escape it; in UTF-16 and UTF-32, often
+        why = "it holds NUL bytes, as UTF-16 and UTF-32 text does"
+    else:
+        try:
+            return body.decode("utf-8")
+        except UnicodeDecodeError as error:
+            why = f"byte {body[error.start]:#04x} at position {error.start:,} is not UTF-8"
+    raise HTTPException(422, f"the body must be JSON in UTF-8, without a byte order mark: "
+                             f"{why}.")
+
+
+def _json_kind(value: object) -> str:
+    """What a decoded JSON value is, in JSON's words."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    kinds = {str: "a string", int: "a number", float: "a number", list: "an array"}
+    return next((kind for type_, kind in kinds.items() if isinstance(value, type_)), "an object")
 
 
 def nesting(value: object) -> int:
@@ -177,21 +232,29 @@ def is_json(content_type: str) -> bool:
 
 
 async def read_ticket_state(request: Request) -> dict:
-    """POST's body as a state, or HTTPException 415 or 422 saying in one line why not. Only
-    the bytes the guard lets through are read (413 beyond MEMORYBOOK_MAX_BODY_BYTES)."""
+    """POST's body as a state, or HTTPException 415 or 422 saying in one line why not (400 if
+    the client left mid-body). Only the bytes the guard lets through are read (413 beyond
+    MEMORYBOOK_MAX_BODY_BYTES)."""
     content_type = request.headers.get("content-type", "")
     if not is_json(content_type):
         sent = f"not {shown(content_type)}" if content_type else "not without a Content-Type"
         raise HTTPException(415, f"send the state as JSON, with Content-Type: application/json "
                                  f"({sent}).")
-    body = await request.body()
+    try:
+        body = await request.body()
+    except ClientDisconnect:  # the client's doing, which anyone may repeat: no traceback
+        raise HTTPException(400, "the client disconnected before sending the whole body; "
+                                 "nothing was done.") from None
     too_deep = HTTPException(422, f"the body nests more than {MAX_STATE_NESTING} levels of "
                                   "objects and arrays, more than a memory may hold.")
+    text = utf8_text(body)
     try:
-        state = json.loads(body, parse_constant=_not_json)
+        state = json.loads(text, parse_constant=_not_json, parse_int=_integer, parse_float=_real)
     except RecursionError:
         raise too_deep from None
-    except ValueError as error:  # not JSON, not UTF-8, or a number Python will not read
+    except _NumberNotRead as error:
+        raise HTTPException(422, str(error)) from None
+    except ValueError as error:  # not JSON
         raise HTTPException(422, f"the body is not JSON ({one_line(error)})") from None
     if nesting(state) > MAX_STATE_NESTING:
         raise too_deep
@@ -199,6 +262,11 @@ async def read_ticket_state(request: Request) -> dict:
     if isinstance(customer, dict) and "id" in customer:
         if not follows_the_id_rule(customer["id"]):
             raise HTTPException(422, refused_id(customer["id"]))
+    elif isinstance(state, dict) and "customer" in state:  # customer_id() would list its keys
+        got = "an object without `id`" if isinstance(customer, dict) else _json_kind(customer)
+        raise HTTPException(422, "the state's `customer` must be an object holding the "
+                                 f'customer\'s `id`, as {{"customer": {{"id": "C-1042"}}}}; '
+                                 f"got {got}.")
     else:
         try:
             customer_id(state)  # the library's own words for a state without a customer

@@ -22,8 +22,10 @@ from datetime import UTC, datetime, timedelta
 import httpx2
 import pytest
 from asgi_lifespan import LifespanManager
+from typesafe_sdk import TypeSafeAPIConnectionError, TypeSafeBadRequestError
 
 from memorybook import MadeUpJev, MemoryStoreError
+from memorybook.api_errors import CallTimeoutError
 from memorybook.config import ConfigError
 from memorybook.memory import InMemoryMemories
 from memorybook.service import create_app
@@ -117,6 +119,98 @@ def test_a_bad_body_gets_422_in_one_line_and_reaches_neither_jev_nor_the_store(
                           "memorybook/service_models.py)")
     assert jev.calls == [] and history.json()["events"] == [], (
         f"POST /tickets with {what} asked Jev or filed a memory")
+
+
+# What a 422 must say, in the service's words: never Python's advice, nor a misleading guess.
+SAID = {
+    "a 5,000-digit number": (BAD_BODIES["a 5,000-digit number"], "more than the 4,300 digits"),
+    "a number past a float's range": (json.dumps(ticket())[:-1] + ', "n": 1e999}',
+                                      "beyond what a float holds"),
+    "a customer that is a string": (json.dumps({"customer": "C-1", "ticket": {"id": "T"}}),
+                                    "`customer` must be an object holding the customer's `id`"),
+    "a customer without an id": (json.dumps({"customer": {"name": "Zoë"}, "ticket": {"id": "T"}}),
+                                 "`customer` must be an object holding the customer's `id`"),
+    "a 129-character id": (json.dumps(ticket("A" * 129)), "(129 characters)"),
+}
+NEVER_SAID = ["sys.", "set_int_max_str_digits", "integer string conversion", "got keys",
+              "(131 characters)"]
+
+
+@pytest.mark.parametrize("what", list(SAID))
+def test_a_422_says_what_is_wrong_with_the_body_in_the_services_words(tmp_path, what):
+    app, _ = service(tmp_path)
+    body, said = SAID[what]
+    answer = talk(app, lambda http: http.post("/tickets", content=body, headers=JSON))
+    detail = one_line(answer, 422, f"POST /tickets with {what}")
+    assert said in detail and not [words for words in NEVER_SAID if words in detail], (
+        f"the 422 for {what} must say {said!r}, in the service's words and not Python's "
+        f"(read_ticket_state() in memorybook/service_models.py; shown() in "
+        f"memorybook/store/validation.py for lengths): {detail}")
+
+
+ENCODED = {"UTF-8 with a BOM": "utf-8-sig", "UTF-16 with a BOM": "utf-16",
+           "UTF-16-LE": "utf-16-le", "UTF-16-BE": "utf-16-be", "UTF-32": "utf-32",
+           "Latin-1": "latin-1"}
+
+
+@pytest.mark.parametrize("encoding", list(ENCODED))
+def test_a_body_in_another_encoding_than_utf_8_gets_422_saying_so(tmp_path, encoding):
+    app, jev = service(tmp_path)
+    state = ticket()
+    state["ticket"]["subject"] = "Zoë's question"
+    text = json.dumps(state, ensure_ascii=False)
+
+    async def requests(http):
+        return [await http.post("/tickets", content=text.encode(ENCODED[encoding]),
+                                headers=JSON),
+                await http.post("/tickets", content=text.encode("utf-8"), headers=JSON)]
+
+    refused, taken = talk(app, requests)
+    detail = one_line(refused, 422, f"a body in {encoding}: JSON is UTF-8 (RFC 8259), and "
+                                    "read_ticket_state() in memorybook/service_models.py must "
+                                    "decode it as such, not let json.loads() guess")
+    assert "UTF-8" in detail, f"the 422 for a body in {encoding} must say to send UTF-8: {detail}"
+    assert taken.status_code == 200 and len(jev.calls) == 2, (
+        f"the same state in UTF-8 must be routed (and gated): {taken.text[:300]}")
+
+
+def test_a_client_that_leaves_mid_body_logs_no_error(tmp_path, caplog):
+    app, jev = service(tmp_path)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/tickets", "raw_path": b"/tickets",
+             "query_string": b"", "root_path": "", "client": ("127.0.0.1", 50000),
+             "server": ("127.0.0.1", 8000),
+             "headers": [(b"host", b"localhost"), (b"content-type", b"application/json"),
+                         (b"content-length", b"400")]}
+    messages = iter([{"type": "http.request", "body": b'{"customer": {"id": "C-10',
+                      "more_body": True}])
+    sent = []
+
+    async def receive():  # part of the body, then the client is gone: as the server says so
+        return next(messages, {"type": "http.disconnect"})
+
+    async def send(message):
+        sent.append(message)
+
+    async def scenario():
+        async with LifespanManager(app) as running:
+            try:
+                await running.app(scope, receive, send)
+            except Exception as error:
+                pytest.fail(f"a client leaving mid-body made {type(error).__name__} escape the "
+                            "app, which the server logs as an ERROR with a traceback: "
+                            "read_ticket_state() (memorybook/service_models.py) must end the "
+                            "request itself")
+
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(scenario())
+    errors = [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert errors == [], (
+        "a client leaving mid-body is the client's doing, and anyone can repeat it: it must "
+        f"log no ERROR (read_ticket_state() in memorybook/service_models.py): {caplog.text}")
+    statuses = [m["status"] for m in sent if m["type"] == "http.response.start"]
+    assert statuses in ([], [400]) and jev.calls == [], (
+        f"a body cut short must reach neither Jev nor a 500: answered {statuses}")
 
 
 @pytest.mark.parametrize("customer", REFUSED_IDS, ids=repr)
@@ -228,6 +322,48 @@ def test_a_failing_store_is_a_503_in_one_line_on_every_route(tmp_path, monkeypat
         detail = one_line(answer, 503, "a MemoryStoreError must be a 503 (in_turn() and "
                                        "route_ticket() in memorybook/service.py)")
         assert "no answer from db.example" in detail, detail
+
+
+UPSTREAM = "https://jev-internal.example:8443"
+CANARY_KEY = "service-canary-key-5e8d2a40"
+FAILURES = {
+    "the API refused the request": (TypeSafeBadRequestError(
+        400, {"error": f"bad request; you sent X-Route-Secret: route-7 and Authorization: Bearer "
+                       f"{CANARY_KEY}"}, httpx2.Headers({"x-typesafe-request-id": "req-81"}),
+        endpoint=f"POST {UPSTREAM}/v1/system-one"), "its API answered HTTP 400"),
+    "no connection": (TypeSafeAPIConnectionError("Connection error."),
+                      "could not connect to its API"),
+    "no answer in time": (CallTimeoutError(f"no answer from {UPSTREAM} within 5 s"),
+                          "no answer in time"),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_a_failed_call_to_jev_is_a_502_whose_details_only_the_log_holds(
+        tmp_path, monkeypatch, caplog, failure):
+    monkeypatch.setenv("TYPESAFE_API_KEY", CANARY_KEY)  # the key redact() hides
+    monkeypatch.setenv("TYPESAFE_ENDPOINT", UPSTREAM)
+    error, said = FAILURES[failure]
+
+    async def failing(state: dict, questions: dict):
+        raise error
+
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=failing)
+    with caplog.at_level(logging.ERROR, logger="memorybook"):
+        answer = talk(app, lambda http: http.post("/tickets", json=ticket()))
+    detail = one_line(answer, 502, f"a live call that fails ({failure})")
+    leaked = [words for words in ("jev-internal", "X-Route-Secret", "route-7", "req-81",
+                                  CANARY_KEY) if words in answer.text]
+    assert said in detail and "log" in detail and not leaked, (
+        f"the 502 for {failure} must say what failed ({said!r}) and that the service's log has "
+        f"the details, and repeat none of the upstream's endpoint, headers or text "
+        f"(jev_failed() in memorybook/service.py): {detail} (leaked {leaked})")
+    records = [r for r in caplog.records if r.name == "memorybook"]
+    assert len(records) == 1 and "T-901" in records[0].getMessage() and (
+        "Live call failed" in records[0].getMessage()), (
+        f"the 502's details (describe_api_failure()) must be logged once, naming the ticket "
+        f"(route_ticket() in memorybook/service.py): {caplog.text}")
+    assert "\n" not in records[0].getMessage() and CANARY_KEY not in caplog.text, caplog.text
 
 
 def test_a_frozen_postgresql_store_is_a_503_within_its_timeout(tmp_path, monkeypatch):

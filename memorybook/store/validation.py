@@ -41,9 +41,12 @@ class UnreadableMemory(Exception):
 
 
 def shown(value: object, limit: int = 60) -> str:
-    """A value for an error message: its repr, cut short so a huge id cannot flood the message."""
+    """A value for an error message: its repr, cut short so a huge id cannot flood the message,
+    then with its length: a string's own (not its repr's, quotes and escapes included)."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(value if isinstance(value, str) else text):,} characters)"
 
 
 def check_limits(max_memories: object, timeout: object) -> None:
