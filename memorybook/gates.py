@@ -5,7 +5,8 @@ gate after; `PendingGates` makes that safe. A customer's call takes their turn b
 and gives it back when its gate has finished, so no call misses a memory an earlier call was about
 to save, and other customers never wait. With `turns` (memorybook.store.turns.CustomerTurns), the
 turn is held across processes sharing a PostgreSQL store too. A read or an erasure takes the turn
-as a call does (`turn()`). `drain()` waits for every pending gate, for a graceful stop.
+as a call does (`turn()`). `drain()` waits for every pending gate, for a graceful stop. A wait
+for a turn may be bounded (`at_most`): past it, WaitedTooLong, and the call goes no further.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+
+from memorybook.errors import MemorybookError
+
+
+class WaitedTooLong(MemorybookError):
+    """A call waited longer than it may for its turn, or for a request to Jev to end, and went
+    no further: nothing was sent or saved for it. Try again in a moment."""
 
 
 class PendingGates:
@@ -30,6 +38,22 @@ class PendingGates:
         done = asyncio.get_running_loop().create_future()
         previous, self._last[customer] = self._last.get(customer), done
         return previous, done
+
+    async def wait_for_turn(self, customer: str, previous: asyncio.Future | None,
+                            done: asyncio.Future, at_most: float | None = None) -> None:
+        """Wait until the customer's earlier calls have finished their gates (`previous`, from
+        `take_turn()`), then take their turn across processes too: at most `at_most` seconds
+        (None: no bound), WaitedTooLong past it. Either way, end the turn with `end_turn()`."""
+        try:
+            async with asyncio.timeout(at_most):
+                if previous is not None:
+                    await asyncio.shield(previous)
+                await self.hold(customer, done)
+        except TimeoutError:
+            raise WaitedTooLong(
+                f"Waited {at_most:g} s for customer {customer}'s earlier calls to finish their "
+                "gates, and went no further: nothing was sent or saved. Try again in a moment."
+            ) from None
 
     async def hold(self, customer: str, done: asyncio.Future) -> None:
         """Take the customer's turn across processes too, where `turns` is set."""
@@ -57,15 +81,14 @@ class PendingGates:
         task.add_done_callback(lambda _: self.end_turn(customer, done))
 
     @contextlib.asynccontextmanager
-    async def turn(self, customer: str) -> AsyncIterator[None]:
+    async def turn(self, customer: str, at_most: float | None = None) -> AsyncIterator[None]:
         """Hold the customer's turn for the block, once every earlier call for them (here and,
         with `turns`, in the other processes) has finished its gate: what a read or an erasure
-        of their memories takes, so that no pending gate saves behind it."""
+        of their memories takes, so that no pending gate saves behind it. Waits at most
+        `at_most` seconds (WaitedTooLong past it)."""
         previous, done = self.take_turn(customer)
         try:
-            if previous is not None:
-                await asyncio.shield(previous)
-            await self.hold(customer, done)
+            await self.wait_for_turn(customer, previous, done, at_most)
             yield
         finally:
             self.end_turn(customer, done, after=previous)

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from memorybook.config import ConfigError
+from memorybook.gates import WaitedTooLong
 
 if TYPE_CHECKING:  # the service's settings import this module, and need no SDK
     from typesafe_sdk import SystemOneResponse
@@ -50,9 +51,12 @@ class InFlight:
     """A cap on the requests in flight, shared by everything asked through it, with routing
     requests let in before gates; gates never take the last slot (with more than one), so a
     reply always has one, even while every gate hangs on a slow upstream. `busy` is how many are
-    in flight now, `most` the most ever."""
+    in flight now, `most` the most ever. A routing request waits at most `wait_at_most` seconds
+    for its slot (None: no bound), WaitedTooLong past them; a gate, which runs after its reply,
+    waits for as long as it takes."""
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, wait_at_most: float | None = None) -> None:
+        self.wait_at_most = wait_at_most
         self.limit = max_in_flight() if limit is None else limit
         if self.limit < 1:
             raise ConfigError(f"at most {self.limit} requests in flight: give at least 1")
@@ -88,13 +92,19 @@ class InFlight:
             entry = (kind, next(self._order), turn)
             heapq.heappush(self._waiting, entry)
             try:
-                await turn  # the slot is handed over, already counted
-            except BaseException:
+                async with asyncio.timeout(self.wait_at_most if kind == ROUTING else None):
+                    await turn  # the slot is handed over, already counted
+            except BaseException as stopped:
                 if turn.done() and not turn.cancelled():
                     self._leave(kind)  # it was handed to us as we were stopped: pass it on
                 elif entry in self._waiting:  # stopped while waiting: give the place up
                     self._waiting.remove(entry)
                     heapq.heapify(self._waiting)
+                if isinstance(stopped, TimeoutError):
+                    raise WaitedTooLong(
+                        f"Waited {self.wait_at_most:g} s for a request to Jev to end (at most "
+                        f"{self.limit} go at once), and went no further: nothing was sent or "
+                        "saved. Try again in a moment.") from None
                 raise
         try:
             yield

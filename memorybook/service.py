@@ -38,8 +38,9 @@ from typesafe_sdk import (
 )
 
 from memorybook.api_errors import CallTimeoutError, describe_api_failure
+from memorybook.config import timeout_seconds
 from memorybook.example import ROUTE
-from memorybook.gates import PendingGates
+from memorybook.gates import PendingGates, WaitedTooLong
 from memorybook.in_flight import AskAsync, InFlight
 from memorybook.jev import Jev
 from memorybook.redaction import redact
@@ -97,11 +98,21 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
     async def lifespan(app: FastAPI):
         url = store_url or os.environ.get(STORE_URL_ENV) or ""
         shared = url.lower().startswith(("postgresql:", "postgres:"))
+        # A request waits for its customer's turn, and then for a slot to Jev, each at most as
+        # long as a live call may take (WaitedTooLong: a 503).
+        app.state.wait_at_most = timeout_seconds()
         # At most settings.max_in_flight requests to Jev at once, replies' before gates'
-        asking, in_flight = ask or Jev().ask_async, InFlight(settings.max_in_flight)
+        asking = ask or Jev().ask_async
+        in_flight = InFlight(settings.max_in_flight, wait_at_most=app.state.wait_at_most)
         app.state.ask, app.state.ask_gate = in_flight.routing(asking), in_flight.gating(asking)
         app.state.memories = await asyncio.to_thread(open_store, url or None,
                                                      retention=retention, **store_options)
+        try:
+            serving = app.state.memories.serving_alone()  # one process per SQLite file
+            serving.__enter__()
+        except BaseException:
+            await asyncio.to_thread(app.state.memories.close)
+            raise
         app.state.gates = PendingGates(CustomerTurns(url, **store_options) if shared else None)
         background = [
             asyncio.create_task(recover_abandoned_gates(
@@ -118,6 +129,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
                     await task
             await app.state.gates.drain()
             await asyncio.to_thread(app.state.memories.close)
+            serving.__exit__(None, None, None)
             if shared:
                 await asyncio.to_thread(app.state.gates.turns.close)
 
@@ -135,7 +147,11 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         try:
             response = await ask_with_memory_async(
                 state, ROUTE, request.app.state.memories, gates=request.app.state.gates,
-                ask=request.app.state.ask, ask_gate=request.app.state.ask_gate)
+                ask=request.app.state.ask, ask_gate=request.app.state.ask_gate,
+                wait_at_most=request.app.state.wait_at_most)
+        except WaitedTooLong as error:
+            return JSONResponse({"detail": str(error)}, status_code=503,
+                                headers={"Retry-After": "1"})
         except RecordingMissError as miss:
             return JSONResponse({"detail": miss.summary, "likely_causes": miss.reasons,
                                  "how_to_record": miss.how_to_record}, status_code=503)
@@ -212,11 +228,13 @@ async def in_turn(request: Request, call: str, customer: str):
     so that no gate saves behind it. 503 if the store fails or times out."""
     running = request.app.state
     try:
-        async with running.gates.turn(customer):
+        async with running.gates.turn(customer, running.wait_at_most):
             await recover_gates(customer, running.memories, ask=running.ask_gate)
             return await asyncio.to_thread(getattr(running.memories, call), customer)
     except MemoryStoreError as error:
         raise HTTPException(503, store_failed(error)) from None
+    except WaitedTooLong as error:
+        raise HTTPException(503, str(error), headers={"Retry-After": "1"}) from None
 
 
 def store_failed(error: MemoryStoreError) -> str:

@@ -99,8 +99,10 @@ class Problem(BaseModel):
 
 
 class Unavailable(Problem):
-    """503: the store failed or timed out, or (replaying without a key) Jev's answer is not in
-    the recording: then what was missing, its likely causes and how to record it."""
+    """503: the store failed or timed out; the request waited longer than a live call may take
+    for its customer's earlier calls or for a request to Jev to end (try again); or (replaying
+    without a key) Jev's answer is not in the recording: then what was missing, its likely
+    causes and how to record it."""
 
     likely_causes: list[str] | None = None
     how_to_record: str | None = None
@@ -148,7 +150,9 @@ GUARD_ANSWERS = {
     422: {"model": Problem, "description": "A customer id that breaks the rule, or a body the "
           "service does not take; the reason in one line."},
     503: {"model": Unavailable, "description": "The memory store failed or did not answer in "
-          "time; or, replaying without a key, Jev's answer is not in the recording."},
+          "time; the request waited MEMORYBOOK_TIMEOUT_SECONDS for the customer's earlier calls, "
+          "or for a request to Jev to end (Retry-After); or, replaying without a key, Jev's "
+          "answer is not in the recording."},
 }
 BODY_ANSWERS = {
     413: {"model": Problem, "description": "The body is larger than MEMORYBOOK_MAX_BODY_BYTES "

@@ -96,7 +96,18 @@ class ServiceSettings:
 
 
 def _days(value: float | None) -> timedelta | None:
-    return None if value is None else timedelta(days=value)
+    """$MEMORYBOOK_RETENTION_DAYS as the store's retention, within what a store keeps."""
+    if value is None:
+        return None
+    from memorybook.store.retention import MAX_RETENTION  # here: this module loads no store
+
+    if value > MAX_RETENTION.days:
+        raise ConfigError(
+            f"{RETENTION_DAYS_ENV}={value:g} is longer than a store keeps a memory "
+            f"({MAX_RETENTION.days:,} days, a hundred years): set fewer days, or unset it for "
+            "memories that last until erased."
+        )
+    return timedelta(days=value)
 
 
 def positive_number(name: str, default: float | None, *, whole: bool = False) -> float | None:

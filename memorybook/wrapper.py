@@ -78,19 +78,19 @@ def ask_with_memory(state: dict, questions: dict, memories, *, ask: Ask | None =
 async def ask_with_memory_async(state: dict, questions: dict, memories, *,
                                 gates: PendingGates, ask: AskAsync | None = None,
                                 ask_gate: AskAsync | None = None,
-                                remember_at: float = REMEMBER_AT) -> SystemOneResponse:
+                                remember_at: float = REMEMBER_AT,
+                                wait_at_most: float | None = None) -> SystemOneResponse:
     """ask_with_memory(), awaited, returning before its gate: the same arguments and response.
     `gates` keeps each customer's calls in order; store calls run in a worker thread. The gate
     asks with `ask_gate`, by default `ask` (a service lets replies ahead of gates:
-    memorybook/in_flight.py)."""
+    memorybook/in_flight.py). `wait_at_most`: the seconds the call may wait for the customer's
+    earlier calls (None: no bound), WaitedTooLong past them."""
     ask = ask or default_jev().ask_async
     ask_gate = ask_gate or ask
     customer = customer_id(state)
     previous, done = gates.take_turn(customer)
     try:
-        if previous is not None:
-            await asyncio.shield(previous)
-        await gates.hold(customer, done)
+        await gates.wait_for_turn(customer, previous, done, wait_at_most)
         await recover_gates(customer, memories, ask=ask_gate, remember_at=remember_at)
         recalled = await asyncio.to_thread(memories.recall, customer)
         with threshold_named(remember_at):

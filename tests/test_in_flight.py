@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from memorybook.config import ConfigError
+from memorybook.gates import WaitedTooLong
 from memorybook.in_flight import InFlight, max_in_flight
 
 
@@ -54,6 +55,28 @@ def test_a_request_stopped_while_it_waits_gives_its_place_up():
     assert asyncio.run(scenario()) == ["slow", "later", 0], (
         "a request cancelled while waiting for a slot must leave the queue, and the slot must go "
         "to the next one")
+
+
+def test_a_routing_request_waits_at_most_its_bound_and_a_gate_as_long_as_it_takes():
+    async def ask(state: dict, questions: dict):
+        await asyncio.sleep(state["seconds"])
+        return state["name"]
+
+    async def scenario() -> tuple:
+        cap = InFlight(1, wait_at_most=0.05)
+        slow = asyncio.create_task(cap.routing(ask)({"name": "slow", "seconds": 0.2}, {}))
+        await asyncio.sleep(0)
+        gate = asyncio.create_task(cap.gating(ask)({"name": "gate", "seconds": 0}, {}))
+        with pytest.raises(WaitedTooLong) as waited:
+            await cap.routing(ask)({"name": "late", "seconds": 0}, {})
+        return await slow, await gate, cap.busy, str(waited.value)
+
+    slow, gate, busy, message = asyncio.run(scenario())
+    assert (slow, gate, busy) == ("slow", "gate", 0), (
+        "a gate runs after its reply and must wait for its slot however long it takes; only a "
+        "routing request's wait is bounded (InFlight._slot in memorybook/in_flight.py)")
+    assert message.startswith("Waited 0.05 s for a request to Jev to end (at most 1 go at "
+                              "once)"), message
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "eight", "1001"])

@@ -9,6 +9,7 @@ port, fuzzed: tests/test_service_contract.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -304,6 +305,9 @@ class FailingStore(InMemoryMemories):
 
     recall = save = forget_customer = history = sweep = fail
 
+    def serving_alone(self):
+        return contextlib.nullcontext()  # a store of this process's own
+
     def close(self) -> None:
         pass
 
@@ -501,11 +505,96 @@ def test_with_a_token_every_request_needs_it_and_it_never_shows(tmp_path, monkey
     assert TOKEN not in repr(ServiceSettings.from_environment())
 
 
+def test_a_request_that_would_wait_longer_than_a_live_call_may_take_is_a_503_changing_nothing(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMORYBOOK_TIMEOUT_SECONDS", "0.3")
+    jev, sent, held = MadeUpJev(made_up), [], {}
+
+    async def ask(state: dict, questions: dict):
+        ticket_id = (state.get("request") or state)["ticket"]["id"]  # a gate's is the memory
+        sent.append((ticket_id, *questions))
+        if ticket_id == "T-901" and "team" in questions:
+            await held["release"].wait()  # the first routing request hangs until released
+        return await jev.ask_async(state, questions)
+
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=ask,
+                     settings=ServiceSettings(max_in_flight=1))
+
+    async def requests(http):
+        held["release"] = asyncio.Event()
+        first = asyncio.create_task(http.post("/tickets", json=ticket("C-1042", "T-901")))
+        while not sent:
+            await asyncio.sleep(0.01)
+        try:  # each of these waits behind the first, which hangs until released
+            behind_the_customer = await asyncio.wait_for(
+                http.post("/tickets", json=ticket("C-1042", "T-902")), 10)
+            behind_the_cap = await asyncio.wait_for(
+                http.post("/tickets", json=ticket("C-2210", "T-903")), 10)
+            listing = await asyncio.wait_for(http.get("/customers/C-1042/memories"), 10)
+        finally:
+            held["release"].set()
+        return (await first, behind_the_customer, behind_the_cap, listing,
+                await http.get("/customers/C-1042/memories"),
+                await http.get("/customers/C-2210/history"))
+
+    first, customer, cap, listing, memories, other = talk(app, requests)
+    where = ("a wait for the customer's turn or for a slot to Jev must end after "
+             "MEMORYBOOK_TIMEOUT_SECONDS (wait_at_most in memorybook/service.py, gates.py and "
+             "in_flight.py)")
+    for answer, waited_for in ((customer, "customer C-1042's earlier calls"),
+                               (cap, "a request to Jev to end (at most 1 go at once)"),
+                               (listing, "customer C-1042's earlier calls")):
+        assert one_line(answer, 503, where).startswith(f"Waited 0.3 s for {waited_for}")
+        assert answer.headers.get("retry-after") == "1", answer.headers
+    assert first.status_code == 200, first.text
+    assert [m["request"]["ticket"]["id"] for m in memories.json()["memories"]] == ["T-901"]
+    assert other.json()["events"] == [] and sent == [("T-901", "team"), ("T-901", "remember")], (
+        f"a request that waited too long must send and save nothing: Jev was asked {sent}")
+
+
+def test_the_service_serves_a_sqlite_store_alone_and_will_not_start_beside_another(
+        tmp_path, monkeypatch):
+    from memorybook.store import SQLiteMemoryStore
+
+    held, closed = [], []
+    original_close = SQLiteMemoryStore.close
+
+    @contextlib.contextmanager
+    def serving_alone(store):  # tests/store/test_sqlite.py holds it across processes
+        held.append("held")
+        yield
+        held.append("given back")
+
+    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", serving_alone)
+    monkeypatch.setattr(SQLiteMemoryStore, "close",
+                        lambda store: (closed.append(store.path), original_close(store)))
+    app, _ = service(tmp_path)
+
+    async def requests(http):
+        return held.copy()
+
+    assert talk(app, requests) == ["held"] and held == ["held", "given back"], (
+        f"the service must hold its SQLite store's serving_alone() while it runs: {held}")
+
+    def refused(store):
+        raise MemoryStoreError("Another process serves the SQLite store (a test's)")
+
+    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", refused)
+    closed.clear()
+    with pytest.raises(MemoryStoreError, match="Another process serves"):
+        talk(service(tmp_path)[0], requests)
+    assert closed == [tmp_path / "store.sqlite3"], (
+        "a service refused its store must close the store it opened (lifespan, memorybook/"
+        "service.py)")
+
+
 @pytest.mark.parametrize("setting", ["MEMORYBOOK_SERVICE_TOKEN=short",
                                      "MEMORYBOOK_SERVICE_TOKEN=a token with spaces inside",
                                      "MEMORYBOOK_MAX_BODY_BYTES=1e6",
                                      "MEMORYBOOK_MAX_BODY_BYTES=0",
                                      "MEMORYBOOK_RETENTION_DAYS=-1",
+                                     "MEMORYBOOK_RETENTION_DAYS=36526",
+                                     "MEMORYBOOK_RETENTION_DAYS=1e10",
                                      "MEMORYBOOK_SWEEP_MINUTES=soon"])
 def test_an_unusable_setting_stops_create_app_in_one_line(monkeypatch, setting):
     name, _, value = setting.partition("=")

@@ -11,7 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
@@ -83,6 +83,8 @@ class MemoryStore(Memories, Protocol):
     def sweep(self) -> int: ...
 
     def history(self, customer_id: str) -> list[HistoryEvent]: ...
+
+    def serving_alone(self) -> AbstractContextManager[None]: ...  # held by a service process
 
     def close(self) -> None: ...
 
@@ -382,6 +384,13 @@ class EncryptedStore(GateRecords):
     def _sealed_ticket(self, customer: bytes, ticket_id: str | None) -> bytes:
         """A ticket id as history holds it: sealed, bound to the customer (None: unreadable)."""
         return self._open_keys().seal(customer, _HISTORY_AAD, json.dumps(ticket_id))
+
+    def serving_alone(self) -> AbstractContextManager[None]:
+        """Held by a service process while it serves this store (memorybook/service.py). Where
+        customers' turns hold across processes (PostgreSQL: memorybook/store/turns.py), it is
+        nothing; a backend whose turns hold within one process refuses a second process's
+        (MemoryStoreError)."""
+        return nullcontext()
 
     @contextmanager
     def customer_lock(self, customer_id: str) -> Iterator[None]:

@@ -13,6 +13,9 @@ byte found locked is an owner alive, never another claimant's test of it (two re
 at once each took the owner for alive while the other held its byte, and left its gates for
 their next look).
 
+A service process holds one more byte while it serves the store (``serving_alone()``): a
+customer's calls keep their order within one process only on SQLite, so a second is refused.
+
 POSIX drops all of a process's locks on a file when it closes any descriptor of it: the file is
 opened once per process and never closed. Where there are no POSIX locks (Windows), an owner of
 another process always looks gone: run one process per SQLite store there.
@@ -48,6 +51,10 @@ _alive: dict[tuple[int, int], set[bytes]] = {}  # file -> owners alive in this p
 _claims: dict[tuple[int, bytes], int] = {}
 _taking_a_claim = threading.Lock()
 _CLAIMS_FROM = 1 << 48  # past every owner's byte (_offset() is 48 bits)
+# The byte a service process holds while it serves the store (serving_alone()), past every
+# claim byte; and how many services in this process hold it, by file.
+_SERVING = 1 << 50
+_serving: dict[tuple[int, int], int] = {}
 
 
 def mark_alive(database: Path, owner: bytes) -> None:
@@ -140,6 +147,35 @@ def _let_go_of_claim(descriptor: int, owner: bytes) -> None:
             fcntl.lockf(descriptor, fcntl.LOCK_UN, 1, _CLAIMS_FROM + _offset(owner))
 
 
+@contextmanager
+def serving_alone(database: Path) -> Iterator[None]:
+    """Hold, for the block, the byte that says this process serves the store; a
+    MemoryStoreError when another process holds it. Services in one process share it."""
+    with _lock:
+        descriptor, _ = _opened(database)
+        file = _files[str(_path(database))][2]
+        if fcntl is not None and not _serving.get(file):
+            try:
+                fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _SERVING)
+            except OSError:
+                raise MemoryStoreError(
+                    f"Another process serves the SQLite store {database}: its customers' calls "
+                    "keep their order within one process only, so a second would route a "
+                    "customer's next ticket without the memory the first is saving. Stop the "
+                    "other service, or run replicas on a PostgreSQL store."
+                ) from None
+        _serving[file] = _serving.get(file, 0) + 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _serving[file] -= 1
+            if not _serving[file]:
+                del _serving[file]
+                if fcntl is not None:
+                    fcntl.lockf(descriptor, fcntl.LOCK_UN, 1, _SERVING)
+
+
 def _path(database: Path) -> Path:
     return database.with_name(database.name + ".lock")
 
@@ -160,6 +196,7 @@ def _opened(database: Path) -> tuple[int, set[bytes]]:
         _files.clear()  # its descriptors stay open: closing one could drop locks taken here
         _alive.clear()
         _claims.clear()
+        _serving.clear()
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         descriptor = os.open(path, flags, 0o600)

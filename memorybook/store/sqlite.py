@@ -74,6 +74,10 @@ class SQLiteMemoryStore(EncryptedStore):
             clock=clock,
         )
 
+    def serving_alone(self) -> AbstractContextManager[None]:
+        # One service process per file: customers' turns hold within one process only.
+        return lock_file.serving_alone(self.path)
+
 
 class SQLiteDatabase(SqlDatabase):
     """The connection to a SQLite store's file, made only if the file is a store or empty."""

@@ -17,6 +17,7 @@ from memorybook.store import MemoryStoreError, SQLiteMemoryStore
 from memorybook.store.sqlite import explain_sqlite_error
 from tests.helpers import (
     MARGIN_SECONDS,
+    SUBPROCESS_TIMEOUT_SECONDS,
     finish,
     make_memory,
     new_key,
@@ -156,6 +157,36 @@ def test_a_really_full_disk_is_explained_without_blaming_the_file(tmp_path: Path
         printed = finish(start_python(FILL_THE_DISK, str(database), within=tmpfs.enter))
     assert "disk is full" in printed and "The file itself is fine" in printed
     assert "move it aside" not in printed
+
+
+SERVES = """
+    import sys, time
+    from memorybook.store import SQLiteMemoryStore
+
+    with SQLiteMemoryStore(sys.argv[1], key=sys.argv[2]) as store, store.serving_alone():
+        print("serving", flush=True)
+        time.sleep(120)  # until the test kills it
+"""
+
+
+def test_a_second_process_cannot_serve_a_sqlite_store_until_the_first_is_gone(
+    tmp_path: Path,
+) -> None:
+    path, key = tmp_path / "memories.sqlite3", new_key()
+    serving = start_python(SERVES, str(path), key)
+    try:
+        assert serving.stdout.readline() == "serving\n", serving.stderr.read()
+        with SQLiteMemoryStore(path, key=key) as store:
+            with pytest.raises(MemoryStoreError, match="Another process serves the SQLite store"):
+                with store.serving_alone():
+                    pass
+            serving.kill()  # however it ends, its lock goes with it
+            serving.wait(SUBPROCESS_TIMEOUT_SECONDS)
+            with store.serving_alone(), store.serving_alone():  # shared within one process
+                pass
+    finally:
+        serving.kill()
+        serving.communicate()
 
 
 FIRST_OPENS = """
