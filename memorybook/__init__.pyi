@@ -15,6 +15,7 @@ from .config import (
 )
 from .errors import MemorybookError as MemorybookError
 from .gates import PendingGates as PendingGates
+from .gates import WaitedTooLong as WaitedTooLong
 from .in_flight import InFlight as InFlight
 from .jev import (
     Jev as Jev,
@@ -45,6 +46,7 @@ from .store import (
     MemoryStore as MemoryStore,
     MemoryStoreError as MemoryStoreError,
     MemoryStoreKeyError as MemoryStoreKeyError,
+    StoreInputError as StoreInputError,
     open_store as open_store,
 )
 from .store.turns import CustomerTurns as CustomerTurns

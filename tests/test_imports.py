@@ -221,3 +221,16 @@ def test_no_module_imports_another_modules_private_names():
         "modules use another module's underscored names; give what they need a public name in "
         "a module named for its job (as memorybook/recording/disk.py's writers_lock), or keep "
         f"it in one module: {used}")
+
+
+def test_every_error_memorybook_exports_derives_from_memorybook_error():
+    import memorybook
+
+    errors = {name: getattr(memorybook, name) for name in memorybook.__all__
+              if isinstance(getattr(memorybook, name), type)
+              and issubclass(getattr(memorybook, name), Exception)}
+    strays = sorted(name for name, error in errors.items()
+                    if not issubclass(error, memorybook.MemorybookError))
+    assert len(errors) > 10 and not strays, (
+        f"{strays} do not derive from MemorybookError, which memorybook/errors.py promises an app "
+        "can catch them all by: add it to their bases")

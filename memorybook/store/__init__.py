@@ -33,6 +33,7 @@ from memorybook.store.validation import (
     MemoryNotFoundError,
     MemoryStoreError,
     MemoryStoreKeyError,
+    StoreInputError,
 )
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreKeyError",
+    "StoreInputError",
     "PostgresMemoryStore",
     "SQLiteMemoryStore",
     "SealedRow",

@@ -33,6 +33,7 @@ from memorybook.store.validation import (
     MemoryNotFoundError,
     MemoryStoreError,
     MemoryStoreKeyError,
+    StoreInputError,
     UnreadableMemory,
     check_limits,
     checked_customer_id,
@@ -227,7 +228,7 @@ class EncryptedStore(GateRecords):
         if expires_at is not None:
             ends = micros(expires_at, "expires_at")
             if ends <= now:
-                raise ValueError(
+                raise StoreInputError(
                     f"expires_at {expires_at.isoformat()} is not after the store's clock "
                     f"({moment(now).isoformat()}): such a memory could never be recalled, so it "
                     "was not saved."

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from memorybook.store.validation import shown
+from memorybook.store.validation import StoreInputError, shown
 
 Clock = Callable[[], datetime]
 
@@ -51,11 +51,11 @@ def checked_retention(retention: object) -> timedelta | None:
     if retention is None:
         return None
     if not isinstance(retention, timedelta) or retention <= timedelta(0):
-        raise ValueError(
+        raise StoreInputError(
             f"retention must be a positive datetime.timedelta (or None), got {shown(retention)}"
         )
     if retention > MAX_RETENTION:
-        raise ValueError(
+        raise StoreInputError(
             f"retention must be at most {MAX_RETENTION.days:,} days (a hundred years), got "
             f"{retention.days:,} days; for memories that last until forgotten, pass None"
         )
@@ -66,7 +66,7 @@ def checked_clock(clock: object) -> Clock:
     if clock is None:
         return system_clock
     if not callable(clock):
-        raise ValueError(
+        raise StoreInputError(
             f"clock must be a function returning the time as an aware datetime, got "
             f"{shown(clock)}"
         )
@@ -76,7 +76,7 @@ def checked_clock(clock: object) -> Clock:
 def micros(moment: object, what: str) -> int:
     """An aware datetime as microseconds since 1970 UTC; a naive one is refused."""
     if not isinstance(moment, datetime) or moment.utcoffset() is None:
-        raise ValueError(
+        raise StoreInputError(
             f"{what} must be a timezone-aware datetime (e.g. datetime(2026, 8, 4, tzinfo=UTC)), "
             f"got {shown(moment)}"
         )

@@ -22,6 +22,11 @@ class MemoryStoreError(MemorybookError):
     """The memory store could not do what was asked; the message says what to do."""
 
 
+class StoreInputError(MemorybookError, ValueError):
+    """An id, a memory or a setting the store does not take; the message says why. Nothing was
+    written. A ValueError too, as Python's own checks of arguments raise."""
+
+
 class MemoryStoreKeyError(MemoryStoreError):
     """The encryption key is missing, malformed, or not the one the store was made with."""
 
@@ -52,15 +57,15 @@ def shown(value: object, limit: int = 60) -> str:
 def check_limits(max_memories: object, timeout: object) -> None:
     """Refuse a per-customer cap or a time limit (in seconds) that is not a positive number."""
     if not isinstance(max_memories, int) or isinstance(max_memories, bool) or max_memories < 1:
-        raise ValueError(f"max_memories must be a positive integer, got {shown(max_memories)}")
+        raise StoreInputError(f"max_memories must be a positive integer, got {shown(max_memories)}")
     if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
             or not math.isfinite(timeout) or timeout <= 0):
-        raise ValueError(f"timeout must be a positive number of seconds, got {shown(timeout)}")
+        raise StoreInputError(f"timeout must be a positive number of seconds, got {shown(timeout)}")
 
 
 def checked_customer_id(customer_id: object) -> str:
     if not isinstance(customer_id, str) or not customer_id.strip():
-        raise ValueError(
+        raise StoreInputError(
             f"customer_id must be a non-empty string, got {shown(customer_id)}: every memory "
             "belongs to exactly one customer."
         )
@@ -69,13 +74,13 @@ def checked_customer_id(customer_id: object) -> str:
 
 def checked_ticket_id(ticket_id: object) -> str:
     if not isinstance(ticket_id, str) or not ticket_id.strip():
-        raise ValueError(f"ticket_id must be a non-empty string, got {shown(ticket_id)}")
+        raise StoreInputError(f"ticket_id must be a non-empty string, got {shown(ticket_id)}")
     return ticket_id
 
 
 def checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
     """Return (ticket id, JSON text) of a memory that may be saved for this customer."""
-    not_a_memory = ValueError(
+    not_a_memory = StoreInputError(
         "A memory must be a dict shaped like "
         "{'request': {'customer': {'id': ...}, 'ticket': {'id': ...}}, ...}"
     )
@@ -87,21 +92,22 @@ def checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
     except (KeyError, TypeError, IndexError):
         raise not_a_memory from None
     if memory_customer_id != customer_id:
-        raise ValueError(
+        raise StoreInputError(
             f"This memory is for customer {shown(memory_customer_id)} (request.customer.id) but "
             f"was saved for {shown(customer_id)}; refusing to file it under the wrong customer."
         )
     if not isinstance(ticket_id, str) or not ticket_id.strip():
-        raise ValueError(f"request.ticket.id must be a non-empty string, got {shown(ticket_id)}")
+        raise StoreInputError(
+            f"request.ticket.id must be a non-empty string, got {shown(ticket_id)}")
     shape = _shape_beyond_limits(memory)
     if shape == "too large":
-        raise ValueError(
+        raise StoreInputError(
             f"The memory of ticket {shown(ticket_id)} holds more than {MAX_MEMORY_BYTES:,} values "
             "(a list or dict it holds more than once counts each time, as JSON would write it), "
             f"so it is more than the {MAX_MEMORY_BYTES:,} bytes of JSON a memory may hold."
         )
     if shape == "too deep":
-        raise ValueError(
+        raise StoreInputError(
             f"The memory of ticket {shown(ticket_id)} is nested more than {MAX_MEMORY_NESTING} "
             "levels deep (dicts and lists within each other), or contains itself; a memory may "
             f"nest at most {MAX_MEMORY_NESTING} levels."
@@ -109,18 +115,18 @@ def checked_memory_json(customer_id: str, memory: object) -> tuple[str, str]:
     try:
         text = _MEMORY_JSON.encode(memory)
     except (TypeError, ValueError) as error:
-        raise ValueError(
+        raise StoreInputError(
             f"The memory of ticket {shown(ticket_id)} is not JSON-serialisable: {error}"
         ) from None
     if len(text.encode("utf-8")) > MAX_MEMORY_BYTES:
-        raise ValueError(
+        raise StoreInputError(
             f"The memory of ticket {shown(ticket_id)} is {len(text.encode('utf-8')):,} bytes of "
             f"JSON; a memory may hold at most {MAX_MEMORY_BYTES:,}. Keep what the next request "
             "needs, not whole attachments."
         )
     change = _first_change(memory, json.loads(text))  # depth is bounded by the check above
     if change is not None:
-        raise ValueError(
+        raise StoreInputError(
             f"The memory of ticket {shown(ticket_id)} would not come back unchanged: {change}. "
             "A memory may hold only dicts with string keys, lists, strings, numbers, booleans "
             "and None."

@@ -248,3 +248,22 @@ def test_the_time_limit_must_be_a_positive_number_of_seconds(
 ) -> None:
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
         backend.open(timeout=bad_timeout)  # type: ignore[arg-type]
+
+
+def test_what_the_store_refuses_is_a_memorybook_error_and_a_value_error(backend: Backend) -> None:
+    from memorybook import MemorybookError, StoreInputError
+
+    with backend.open() as store:
+        for customer, memory in (("C-1042", {"request": {"customer": {"id": "C-1042"},
+                                                         "ticket": {"id": ("T", 1)}}}),
+                                 ("", make_memory("C-1042", "T-1")),
+                                 ("C-1042", make_memory("C-2210", "T-1"))):
+            with pytest.raises(StoreInputError) as refused:
+                store.save(customer, memory)
+            assert isinstance(refused.value, MemorybookError) and isinstance(
+                refused.value, ValueError), (
+                "what the store refuses must be caught by `except MemorybookError` around "
+                "ask_with_memory() and by `except ValueError` (StoreInputError, "
+                "memorybook/store/validation.py)")
+        assert store.recall("C-1042") == []
+
