@@ -114,6 +114,8 @@ def test_a_threshold_the_recording_does_not_replay_is_named_by_the_script(
     stopped = last_line(python_in(folder, "-B", "memory_pattern.py"))
     assert stopped.startswith("NotInCacheError: json_cache/json_cache.json has no answer"), (
         stopped)
+    assert re.search(r"this call \(question '(team|remember)', ticket T-\d+\)", stopped), (
+        f"the miss must name the call: its question and ticket (why_not_cached()): {stopped}")
     assert f"Likely cause: REMEMBER_AT is {threshold}," in stopped and (
         "0.03 < REMEMBER_AT <= 0.96" in stopped), (
         "a miss under a threshold that does not replay the recorded run must name the "
