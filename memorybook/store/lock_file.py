@@ -23,6 +23,7 @@ another process always looks gone: run one process per SQLite store there.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -157,7 +158,12 @@ def serving_alone(database: Path) -> Iterator[None]:
         if fcntl is not None and not _serving.get(file):
             try:
                 fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _SERVING)
-            except OSError:
+            except OSError as error:
+                if error.errno not in (errno.EACCES, errno.EAGAIN):  # not held: unlockable
+                    raise MemoryStoreError(
+                        f"Could not lock {_path(database)}, where a service marks the store "
+                        f"{database} as served ({error.strerror}). Try again."
+                    ) from None
                 raise MemoryStoreError(
                     f"Another process serves the SQLite store {database}: its customers' calls "
                     "keep their order within one process only, so a second would route a "
