@@ -64,14 +64,20 @@ def threshold_named(remember_at: float):
 def ask_with_memory(state: dict, questions: dict, memories, *, ask: Ask | None = None,
                     remember_at: float = REMEMBER_AT) -> SystemOneResponse:
     """ask(), plus memory: the same arguments and the same response. `memories` is where they
-    are kept (InMemoryMemories, or a store); the gate keeps a memory from `remember_at` up."""
+    are kept (InMemoryMemories, or a store); the gate keeps a memory from `remember_at` up.
+    Should the gate or the save fail once Jev has answered, the error raised carries that
+    answer as its `response`, so the call is not lost with the memory."""
     ask = ask or default_jev().ask
     customer = customer_id(state)
     with threshold_named(remember_at):
         response = ask(state_with_memories(state, memories.recall(customer)), questions)
-        memory = as_memory(state, questions, response)
-        if worth_keeping(remember_probability(memory, ask), remember_at):
-            memories.save(customer, memory)
+        try:
+            memory = as_memory(state, questions, response)
+            if worth_keeping(remember_probability(memory, ask), remember_at):
+                memories.save(customer, memory)
+        except Exception as error:
+            error.response = response
+            raise
     return response
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memorybook.example import ROUTE
 from memorybook.store import MAX_MEMORY_BYTES, MemoryStore, MemoryStoreError, SQLiteMemoryStore
 from tests.helpers import REPO_ROOT, Backend, make_memory, nested, new_key, sweep_nesting_depths
 
@@ -266,4 +267,18 @@ def test_what_the_store_refuses_is_a_memorybook_error_and_a_value_error(backend:
                 "ask_with_memory() and by `except ValueError` (StoreInputError, "
                 "memorybook/store/validation.py)")
         assert store.recall("C-1042") == []
+
+
+def test_a_memory_the_store_refuses_after_jev_answered_keeps_the_answer(backend: Backend) -> None:
+    from memorybook import MadeUpJev, StoreInputError, ask_with_memory
+
+    jev = MadeUpJev(lambda state, questions: (
+        {"remember": 0.9} if "remember" in questions else {"team": "billing"}))
+    state = {"customer": {"id": "C-1042"}, "ticket": {"id": "T-1", "tags": ("a", "b")}}
+    with backend.open() as store, pytest.raises(StoreInputError) as refused:
+        ask_with_memory(state, ROUTE, store, ask=jev.ask)  # a tuple would come back a list
+    answer = getattr(refused.value, "response", None)
+    assert answer is not None and answer.answers["team"].choice == "billing", (
+        "Jev's answer was lost with the memory: ask_with_memory() must attach it to the error "
+        "as `response` (memorybook/wrapper.py)")
 
