@@ -19,7 +19,7 @@ def sqlite_path(url: str) -> Path:
     """``sqlite:///relative/path`` or ``sqlite:////absolute/path`` -> a path."""
     prefix = "sqlite:///"
     path = unquote(url[len(prefix) :]) if url.lower().startswith(prefix) else ""
-    if not path or "?" in path or "\0" in path:  # NUL: no file system takes it
+    if not path or "?" in path:
         raise MemoryStoreError(
             f"Cannot read a file path from {shown(url)}: write sqlite:///relative/path.sqlite3 or "
             "sqlite:////absolute/path.sqlite3."
