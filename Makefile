@@ -24,13 +24,17 @@ help: ## List the targets
 CHECK_PYTHON = command -v $(PYTHON) >/dev/null 2>&1 || { echo "make setup: PYTHON=$(PYTHON) is \
 	not a command here. Name an installed Python $(OLDEST_PYTHON) or later, e.g. \
 	\`make setup PYTHON=python3.12\`. Nothing was set up." >&2; exit 1; }; \
-	NAMED_PYTHON='$(PYTHON)' $(PYTHON) tools/check_python.py
+	NAMED_PYTHON='$(PYTHON)' $(PYTHON) tools/check_python.py $(1) || { status=$$?; \
+	[ $$status -lt 126 ] || echo "make setup: PYTHON=$(PYTHON) is a command that did not start \
+	Python (exit $$status; what it said is above): a version manager's shim for a version it has \
+	not enabled, or a broken link. Name the Python by its full path. Nothing was set up." >&2; \
+	exit $$status; }
 ifneq ($(origin PYTHON),file)
 $(UV) $(INSTALLED): | named-python
 endif
 .PHONY: named-python
 named-python:
-	@$(CHECK_PYTHON) $(VENV)
+	@$(call CHECK_PYTHON,$(VENV))
 
 # uv, at the version and hashes requirements.txt pins: the one bootstrap step that needs nothing
 # but python3. The venv starts without a pip of its own (ensurepip takes 2 s, and uv installs the

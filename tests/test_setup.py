@@ -90,6 +90,25 @@ def test_a_python_that_is_not_a_command_is_named(collection):
     assert not (collection / ".venv").exists()
 
 
+def test_a_python_command_that_does_not_start_python_is_named_after_its_own_message(collection):
+    # As a version manager's shim answers for a version it has installed but not enabled.
+    shim = collection / "shims" / "python3.13"
+    shim.parent.mkdir()
+    shim.write_text("#!/bin/sh\necho 'shim: python3.13: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
+    path = f"{shim.parent}{os.pathsep}{os.environ['PATH']}"
+    for target in ("setup", "run"):
+        result = make(collection, target, "PYTHON=python3.13", PATH=path)
+        assert result.returncode != 0, target
+        said = result.stderr.splitlines()
+        assert "shim: python3.13: command not found" in said[0], said
+        assert any("make setup: PYTHON=python3.13 is a command that did not start Python "
+                   "(exit 127" in line and "full path" in line for line in said), (
+            f"`make {target} PYTHON=<a failing shim>` must add, after the shim's own words, the "
+            f"Makefile's line saying what to do (CHECK_PYTHON in the Makefile):\n{result.stderr}")
+    assert not (collection / ".venv").exists()
+
+
 def test_a_named_python_other_than_the_one_of_venv_stops_every_target(collection):
     fake_python = collection / ".venv" / "bin" / "python"
     fake_python.parent.mkdir(parents=True)
