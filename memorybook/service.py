@@ -6,7 +6,8 @@
 `POST /tickets` takes a state as `ticket_state()` builds it and returns the routing response
 before the gate (`ask_with_memory_async()`); `GET /customers/{id}/memories` lists a customer's
 memories once their pending gates have finished; `DELETE` erases them; `GET
-/customers/{id}/history` lists what happened to them (events, never content). Reads and erasures
+/customers/{id}/history` lists what happened to them (events, never content); `GET /health`
+answers a load balancer's probe. Reads and erasures
 take the customer's turn as a call does, across processes too on PostgreSQL. The store is opened
 at startup and closed at shutdown, after the pending gates; meanwhile expired memories are swept
 on a schedule. Each gate is recorded in the store before its reply: one left pending by a process
@@ -45,7 +46,7 @@ from memorybook.in_flight import AskAsync, InFlight
 from memorybook.jev import Jev
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
-from memorybook.service_guard import Guard
+from memorybook.service_guard import HEALTH_PATH, Guard
 from memorybook.service_models import (
     BODY_ANSWERS,
     CUSTOMER_ID_PATTERN,
@@ -54,6 +55,7 @@ from memorybook.service_models import (
     CustomerHistory,
     CustomerMemories,
     Erased,
+    Health,
     TicketState,
     first_error,
     one_line,
@@ -183,6 +185,10 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
     async def history_of(customer: CustomerInPath, request: Request):
         events = await in_turn(request, "history", customer)
         return {"customer_id": customer, "events": [event._asdict() for event in events]}
+
+    @app.get(HEALTH_PATH, response_model=Health, openapi_extra={"security": []})
+    async def health():
+        return {"status": "ok"}
 
     @app.exception_handler(RequestValidationError)
     async def refused(request: Request, invalid: RequestValidationError) -> JSONResponse:

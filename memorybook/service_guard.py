@@ -4,8 +4,9 @@
    rebinds its own name to 127.0.0.1 reads nothing.
 2. With MEMORYBOOK_SERVICE_TOKEN set, `Authorization: Bearer <token>`, compared in constant time
    (else 401); without one, only requests to a loopback address (else 403).
+   `GET /health` passes 1 and 2 as it is: it reads nothing, and a probe knows neither.
 3. OPTIONS answers with `Allow`, every method the path takes; any other method the path does not
-   take gets 405 with the same `Allow`.
+   take gets 405 with the same `Allow`. HEAD is GET without the body, wherever GET is.
 4. A body is read only up to MEMORYBOOK_MAX_BODY_BYTES: a longer `Content-Length` gets 413 before
    a byte of it is read, and a body without one gets 413 once it has gone past the limit.
 
@@ -22,6 +23,8 @@ from fastapi import HTTPException
 
 from memorybook.service_settings import TOKEN_ENV, ServiceSettings, is_loopback
 from memorybook.store.validation import shown
+
+HEALTH_PATH = "/health"
 
 
 def host_name(host_header: str) -> str:
@@ -54,10 +57,31 @@ class Guard:
             status, detail, extra = refusal
             await answer(send, status, detail, extra)
             return
+        if scope["method"] == "HEAD":
+            scope, send = {**scope, "method": "GET"}, without_body(send)
         await self.app(scope, self.limited(receive), send)
 
     def refusal(self, scope, headers: dict[str, bytes]):
         """(status, one line, extra headers) refusing the request, or None to let it through."""
+        if scope["path"] != HEALTH_PATH:
+            refusal = self.stranger(scope, headers)
+            if refusal is not None:
+                return refusal
+        methods = self.methods_at(scope["path"])
+        if "GET" in methods:
+            methods = methods | {"HEAD"}
+        if methods and (scope["method"] == "OPTIONS" or scope["method"] not in methods):
+            allow = {"Allow": ", ".join(sorted(methods | {"OPTIONS"}))}
+            if scope["method"] == "OPTIONS":
+                return 204, None, allow
+            return 405, f"{scope['method']} is not a method {scope['path']} takes.", allow
+        length = headers.get("content-length", b"").strip()
+        if length.isdigit() and int(length) > self.settings.max_body_bytes:
+            return 413, self.too_large(), {}
+        return None
+
+    def stranger(self, scope, headers: dict[str, bytes]):
+        """Checks 1 and 2: a refusal of whoever sent the request, or None."""
         host = host_name(headers.get("host", b"").decode("latin-1"))
         if not self.settings.allows_host(host):
             return 400, (f"Host {shown(host) if host else '(none)'} is not a name this service "
@@ -72,15 +96,6 @@ class Guard:
         elif not is_loopback((scope.get("server") or ("127.0.0.1", 0))[0]):
             return 403, (f"this service answers beyond this machine only with {TOKEN_ENV} set; "
                          "ask on 127.0.0.1."), {}
-        methods = self.methods_at(scope["path"])
-        if methods and (scope["method"] == "OPTIONS" or scope["method"] not in methods):
-            allow = {"Allow": ", ".join(sorted(methods | {"OPTIONS"}))}
-            if scope["method"] == "OPTIONS":
-                return 204, None, allow
-            return 405, f"{scope['method']} is not a method {scope['path']} takes.", allow
-        length = headers.get("content-length", b"").strip()
-        if length.isdigit() and int(length) > self.settings.max_body_bytes:
-            return 413, self.too_large(), {}
         return None
 
     def too_large(self) -> str:
@@ -101,6 +116,17 @@ class Guard:
             return message
 
         return receive_within_limit
+
+
+def without_body(send):
+    """`send` for a HEAD request answered as its GET: the same start (status, headers and
+    Content-Length), and an empty body."""
+    async def send_head(message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return send_head
 
 
 async def answer(send, status: int, detail: str | None, extra: dict[str, str]) -> None:

@@ -125,6 +125,13 @@ class Erased(BaseModel):
     erased: int = Field(description="How many of the customer's memories were erased.")
 
 
+class Health(BaseModel):
+    """The service is up and answering: what a load balancer's or an orchestrator's probe asks.
+    It reads nothing, so it needs neither an allowed Host nor the token."""
+
+    status: Literal["ok"]
+
+
 class HistoryEntry(BaseModel):
     """One thing that happened to one of a customer's memories: never its content."""
 

@@ -424,13 +424,59 @@ def test_options_and_405_list_every_method_a_path_takes(tmp_path):
                 await http.options("/tickets"), await http.get("/tickets")]
 
     options, patch, options_tickets, get_tickets = talk(app, requests)
-    assert options.status_code == 204 and options.headers["allow"] == "DELETE, GET, OPTIONS", (
+    assert options.status_code == 204 and options.headers["allow"] == (
+        "DELETE, GET, HEAD, OPTIONS"), (
         f"OPTIONS must answer with every method of the path, DELETE included (Guard, "
         f"memorybook/service_guard.py): {options.status_code} {options.headers}")
-    assert patch.headers["allow"] == "DELETE, GET, OPTIONS"
+    assert patch.headers["allow"] == "DELETE, GET, HEAD, OPTIONS"
     one_line(patch, 405, "PATCH is no method of the path")
     assert options_tickets.headers["allow"] == "OPTIONS, POST"
     one_line(get_tickets, 405, "GET /tickets")
+
+
+def test_head_is_get_without_its_body(tmp_path):
+    app, _ = service(tmp_path)
+
+    async def requests(http):
+        await http.post("/tickets", json=ticket())
+        return [await http.request(method, path) for path in
+                ("/customers/C-1042/memories", "/health") for method in ("GET", "HEAD")]
+
+    get, head, get_health, head_health = talk(app, requests)
+    for got, headed in ((get, head), (get_health, head_health)):
+        assert headed.status_code == got.status_code == 200 and headed.content == b"" and (
+            headed.headers["content-length"] == got.headers["content-length"]
+            == str(len(got.content))), (
+            f"HEAD {got.request.url.path} must answer as GET does, without the body (Guard in "
+            f"memorybook/service_guard.py): {headed.status_code} {headed.headers} "
+            f"{headed.content[:100]!r}")
+
+
+def test_health_answers_a_probe_that_has_neither_an_allowed_host_nor_the_token(
+        tmp_path, monkeypatch):
+    # A load balancer's or an orchestrator's probe asks by the replica's address.
+    probe = {"Host": "10.0.0.7:8000"}
+    app, jev = service(tmp_path)
+    for url in ("http://localhost", "http://memory.internal"):  # without a token: on loopback
+        health = talk(app, lambda http: http.get("/health", headers=probe), base_url=url)
+        assert (health.status_code, health.json()) == (200, {"status": "ok"}), (
+            f"GET /health from {url} must answer a probe without an allowed Host (HEALTH_PATH "
+            f"in memorybook/service_guard.py): {health.status_code} {health.text}")
+    monkeypatch.setenv("MEMORYBOOK_SERVICE_TOKEN", TOKEN)
+    app, jev = service(tmp_path)
+
+    async def requests(http):
+        return [await http.get("/health", headers=probe),
+                await http.get("/customers/C-1042/memories", headers=probe),
+                await http.post("/tickets", json=ticket(), headers=probe),
+                await http.get("/customers/C-1042/memories")]
+
+    health, foreign_get, foreign_post, tokenless = talk(app, requests)
+    assert (health.status_code, health.json()) == (200, {"status": "ok"}), health.text
+    one_line(foreign_get, 400, "only /health passes without an allowed Host")
+    one_line(foreign_post, 400, "only /health passes without an allowed Host")
+    one_line(tokenless, 401, "only /health passes without the token")
+    assert jev.calls == [], "a request refused by the guard reached Jev"
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "localhost.evil.example",
@@ -728,7 +774,8 @@ STATUSES = {"/tickets": {"post": {"200", "400", "401", "403", "413", "415", "422
             "/customers/{customer}/memories": {"get": {"200", "400", "401", "403", "422", "503"},
                                                "delete": {"200", "400", "401", "403", "422",
                                                           "503"}},
-            "/customers/{customer}/history": {"get": {"200", "400", "401", "403", "422", "503"}}}
+            "/customers/{customer}/history": {"get": {"200", "400", "401", "403", "422", "503"}},
+            "/health": {"get": {"200"}}}
 
 
 def test_the_openapi_schema_types_every_body_and_lists_every_status(tmp_path):
@@ -759,6 +806,9 @@ def test_the_token_is_in_the_schema_when_set(tmp_path, monkeypatch):
         "Authorization": f"Bearer {TOKEN}"})).json()
     assert schema["security"] == [{"bearer": []}] and TOKEN not in json.dumps(schema)
     assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert schema["paths"]["/health"]["get"]["security"] == [], (
+        "GET /health takes no token, and the schema must say so (a fuzzer checks that every "
+        "other operation refuses a request without it)")
 
 
 def test_the_service_asks_jev_at_most_max_in_flight_at_once_replies_before_gates(tmp_path):
