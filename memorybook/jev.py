@@ -123,6 +123,12 @@ class Jev:
             sync_call, async_call = self.cache(sync_call), self.cache(async_call)
         self._system_one, self._system_one_async = sync_call, async_call
 
+    def read_recording(self) -> int:
+        """Read the recording now rather than at the first question, so that one that cannot
+        be used (RecordingError) stops a service's start, not a request; return how many
+        answers it holds (0 in live mode, which reads none)."""
+        return 0 if self.cache is None else self.cache.read()
+
     def ask(self, state: dict, questions: dict) -> SystemOneResponse:
         """client.system_one with the model pinned, answered as the mode says."""
         answer = self._system_one(self.model, *request_json(state, questions))

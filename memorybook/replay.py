@@ -31,6 +31,7 @@ from memorybook.config import (
 from memorybook.recording import (
     RecordingError,
     cache_key,
+    customer_of,
     describe_call,
     is_memory_list,
     memory_ticket_ids,
@@ -113,9 +114,12 @@ def _decoded(request: httpx2.Request) -> bytes:
     return content
 
 
-# The misses this process met, oldest first: a later call can fail only because an earlier one
-# did (its memories were never saved), and its message then names that first miss.
+# The misses this process met, oldest first, the last MISSES_KEPT of them (a service may run
+# for months): a customer's later call can fail only because an earlier call of theirs did (its
+# memory was never saved), and its message then names that first miss. Customers are
+# independent: no miss explains another's.
 MISSES_SO_FAR: list[RecordingMissError] = []
+MISSES_KEPT = 1000
 
 
 def explain_miss(body: dict, reason: str, recording: Path | None = None) -> RecordingMissError:
@@ -127,10 +131,13 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None) -> Reco
     state, questions, model = body.get("state"), body.get("questions") or {}, body.get("model")
     link = make_playground_link(state, questions, models=[model] if model else None)
     call = describe_call(state, questions)
-    earlier = next((miss for miss in MISSES_SO_FAR if miss.call != call), None)
+    customer = customer_of(state).get("id")
+    earlier = next((miss for miss in MISSES_SO_FAR if miss.call != call
+                    and customer_of(miss.request["state"]).get("id") == customer), None)
     reasons = likely_reasons(state, questions, model, earlier, recording)
     if earlier is not None:
-        reasons.append(f"Earlier in this process another call missed: {earlier.call}. Calls "
+        reasons.append(f"Earlier in this process another call for customer {customer} "
+                       f"missed: {earlier.call}. Calls "
                        f"made after it can differ from the recorded run because it failed; "
                        f"fix that one first.")
     miss = RecordingMissError(
@@ -140,6 +147,7 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None) -> Reco
         {"model": model, "state": state, "questions": questions},
     )
     MISSES_SO_FAR.append(miss)
+    del MISSES_SO_FAR[:-MISSES_KEPT]
     return miss
 
 

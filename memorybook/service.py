@@ -44,6 +44,7 @@ from memorybook.example import ROUTE
 from memorybook.gates import PendingGates, WaitedTooLong
 from memorybook.in_flight import AskAsync, InFlight
 from memorybook.jev import Jev
+from memorybook.recording import RecordingError
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
 from memorybook.service_guard import HEALTH_PATH, Guard
@@ -88,13 +89,18 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
     $MEMORYBOOK_STORE_URL, else the SQLite default) with `retention` (memories older than that
     expire; None: $MEMORYBOOK_RETENTION_DAYS, else kept until erased) and `store_options`
     (open_store()'s other arguments: timeout=, clock=, ...); on PostgreSQL each customer's turn
-    is held across processes too. `ask` is what asks Jev: by default `Jev().ask_async`, made at
-    startup from the environment (live with a key and no recording asked for); a stand-in in a
-    unit test. `settings`: who may reach it, body limit, sweep interval (by default from the
+    is held across processes too. `ask` is what asks Jev: by default `Jev().ask_async`, made here
+    from the environment (live with a key and no recording asked for; otherwise its recording
+    is read here, and one that cannot be used raises RecordingError); a stand-in in a unit
+    test. `settings`: who may reach it, body limit, sweep interval (by default from the
     environment: memorybook/service_settings.py)."""
     settings = settings or ServiceSettings.from_environment()
     retention = retention if retention is not None else settings.retention
     store_options = dict(store_options or {})
+    if ask is None:
+        jev = Jev()
+        jev.read_recording()  # one that cannot be used stops the start, not each request
+        ask = jev.ask_async
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -104,9 +110,8 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         # long as a live call may take (WaitedTooLong: a 503).
         app.state.wait_at_most = timeout_seconds()
         # At most settings.max_in_flight requests to Jev at once, replies' before gates'
-        asking = ask or Jev().ask_async
         in_flight = InFlight(settings.max_in_flight, wait_at_most=app.state.wait_at_most)
-        app.state.ask, app.state.ask_gate = in_flight.routing(asking), in_flight.gating(asking)
+        app.state.ask, app.state.ask_gate = in_flight.routing(ask), in_flight.gating(ask)
         app.state.memories = await asyncio.to_thread(open_store, url or None,
                                                      retention=retention, **store_options)
         try:
@@ -154,9 +159,17 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         except WaitedTooLong as error:
             return JSONResponse({"detail": str(error)}, status_code=503,
                                 headers={"Retry-After": "1"})
-        except RecordingMissError as miss:
+        except RecordingMissError as miss:  # logged by ids: a ticket's words stay out of logs
+            log.warning("routing ticket %s of customer %s: the recording has no answer to it, "
+                        "and nothing was sent", shown(state["ticket"]["id"]),
+                        state["customer"]["id"])
             return JSONResponse({"detail": miss.summary, "likely_causes": miss.reasons,
                                  "how_to_record": miss.how_to_record}, status_code=503)
+        except RecordingError as error:  # e.g. record mode, and its answer could not be kept
+            log.error("routing ticket %s of customer %s failed: %s", shown(state["ticket"]["id"]),
+                      state["customer"]["id"], one_line(error))
+            return JSONResponse({"detail": f"the recording failed: {one_line(error)}"},
+                                status_code=503)
         except MemoryStoreError as error:
             return JSONResponse({"detail": store_failed(error)}, status_code=503)
         except TypeSafeError as error:

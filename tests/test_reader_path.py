@@ -287,8 +287,13 @@ def test_a_call_that_misses_because_an_earlier_one_did_names_that_one(monkeypatc
     assert memories_reason.startswith("Memories: this call carries T-101;")
     assert ("restart the kernel and run" not in memories_reason
             and "will not help" in memories_reason)
-    assert earlier.startswith("Earlier in this process another call missed: the question "
-                              "'team' about ticket T-105")
+    assert earlier.startswith("Earlier in this process another call for customer C-1042 "
+                              "missed: the question 'team' about ticket T-105")
+    other = miss_of(lambda: ask_with_memory(later_state("C-2210", 1), ROUTE, InMemoryMemories(),
+                                            ask=jev.ask))
+    assert not any("Earlier in this process" in reason for reason in other.reasons), (
+        "a miss of C-1042's must not be named as the likely cause of another customer's: "
+        f"explain_miss() in memorybook/replay.py looks only at this customer's: {other.reasons}")
 
 
 def test_a_raised_threshold_is_named_as_the_likely_cause(monkeypatch):

@@ -163,3 +163,18 @@ def test_at_the_recorded_threshold_other_memories_are_blamed_not_the_threshold(m
     assert reasons[0].startswith("Memories: this call carries T-103"), reasons
     assert all("REMEMBER_AT" not in reason for reason in reasons), (
         f"at the recorded threshold a miss must not blame it: {reasons}")
+
+
+def test_a_long_running_process_keeps_only_its_latest_misses(monkeypatch):
+    from memorybook import replay
+
+    monkeypatch.setattr(replay, "MISSES_SO_FAR", [])
+    monkeypatch.setattr(replay, "MISSES_KEPT", 3)
+    for number in range(5):
+        state = {"customer": {"id": "C-9"}, "ticket": {"id": f"T-{number}"}}
+        replay.explain_miss({"model": "jev-1.14.0", "state": state, "questions": {}},
+                            "replay was asked for")
+    kept = [miss.request["state"]["ticket"]["id"] for miss in replay.MISSES_SO_FAR]
+    assert kept == ["T-2", "T-3", "T-4"], (
+        f"a service replaying for months must keep only the last MISSES_KEPT misses "
+        f"(explain_miss() in memorybook/replay.py), not every one: {kept}")

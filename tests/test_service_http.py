@@ -29,6 +29,8 @@ from memorybook import MadeUpJev, MemoryStoreError
 from memorybook.api_errors import CallTimeoutError
 from memorybook.config import ConfigError
 from memorybook.memory import InMemoryMemories
+from memorybook.recording import RecordingError
+from memorybook.replay import RecordingMissError
 from memorybook.service import create_app
 from memorybook.service_settings import ServiceSettings
 from tests.helpers import REPO_ROOT
@@ -368,6 +370,50 @@ def test_a_failed_call_to_jev_is_a_502_whose_details_only_the_log_holds(
         f"the 502's details (describe_api_failure()) must be logged once, naming the ticket "
         f"(route_ticket() in memorybook/service.py): {caplog.text}")
     assert "\n" not in records[0].getMessage() and CANARY_KEY not in caplog.text, caplog.text
+
+
+def test_a_recording_that_cannot_be_used_stops_create_app_not_a_request(tmp_path, monkeypatch):
+    damaged = tmp_path / "json_cache.json"
+    damaged.write_text('{"a": ', encoding="utf-8")
+    monkeypatch.setenv("MEMORYBOOK_RECORDING", str(damaged))
+    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
+    with pytest.raises(RecordingError) as stopped:
+        create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    assert str(damaged) in str(stopped.value), (
+        f"create_app() must read the recording (Jev.read_recording()) and name the file that "
+        f"cannot be used, before any request gets a 500: {stopped.value}")
+
+
+def test_a_recording_that_fails_while_routing_is_a_503_in_one_line(tmp_path, caplog):
+    async def failing(state: dict, questions: dict):
+        raise RecordingError("json_cache.json could not be written: No space left on device.\n"
+                             "Free some space.")
+
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=failing)
+    with caplog.at_level(logging.ERROR, logger="memorybook"):
+        answer = talk(app, lambda http: http.post("/tickets", json=ticket()))
+    detail = one_line(answer, 503, "a recording that fails must not be a 500 "
+                                   "(route_ticket() in memorybook/service.py)")
+    assert detail == ("the recording failed: json_cache.json could not be written: No space "
+                      "left on device."), detail
+    assert "T-901" in caplog.text and "No space left" in caplog.text, caplog.text
+
+
+def test_a_call_the_recording_lacks_is_logged_by_its_ids_alone(tmp_path, caplog):
+    async def missing(state: dict, questions: dict):
+        raise RecordingMissError("The recording has no answer to this call: the question "
+                                 "'team' about ticket T-901 ('Question').", ["A new ticket."],
+                                 "https://example.invalid/link", "Record it.", "a call")
+
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=missing)
+    with caplog.at_level(logging.WARNING, logger="memorybook"):
+        answer = talk(app, lambda http: http.post("/tickets", json=ticket()))
+    assert answer.status_code == 503 and answer.json()["likely_causes"] == ["A new ticket."]
+    [record] = [r for r in caplog.records if r.name == "memorybook"]
+    assert "T-901" in record.getMessage() and "C-1042" in record.getMessage() and (
+        "Question" not in caplog.text), (
+        f"a miss must be logged once, by ticket and customer id and no words of the ticket "
+        f"(route_ticket() in memorybook/service.py): {caplog.text}")
 
 
 def test_a_frozen_postgresql_store_is_a_503_within_its_timeout(tmp_path, monkeypatch):

@@ -107,6 +107,11 @@ class CheckedJsonCache(JsonCache):
                 self._read = read_recording(self.path)
             return self._read
 
+    def read(self) -> int:
+        """Read the file now, as the first lookup would (once); return how many answers it
+        holds. A file that cannot be used raises RecordingError here."""
+        return len(self._entries)
+
     def note_lookups(self, listener: Callable[[str, str, str, str], None]) -> None:
         """Call `listener(key, model, state JSON, questions JSON)` before each System One lookup."""
         self._lookup_listeners.append(listener)
