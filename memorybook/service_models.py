@@ -23,7 +23,7 @@ from fastapi import HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from starlette.requests import ClientDisconnect
 
-from memorybook.memory import MEMORY_KEY, customer_id
+from memorybook.memory import MEMORY_KEY
 from memorybook.store.retention import EVENTS
 from memorybook.store.validation import MAX_MEMORY_NESTING, shown
 
@@ -269,20 +269,19 @@ async def read_ticket_state(request: Request) -> dict:
         raise HTTPException(422, f"the body is not JSON ({one_line(error)})") from None
     if nesting(state) > MAX_STATE_NESTING:
         raise too_deep
-    customer = state.get("customer") if isinstance(state, dict) else None
+    if not isinstance(state, dict):
+        raise HTTPException(422, f"the body must be a JSON object, the state; got "
+                                 f"{_json_kind(state)}.")
+    customer = state.get("customer")
     if isinstance(customer, dict) and "id" in customer:
         if not follows_the_id_rule(customer["id"]):
             raise HTTPException(422, refused_id(customer["id"]))
-    elif isinstance(state, dict) and "customer" in state:  # customer_id() would list its keys
-        got = "an object without `id`" if isinstance(customer, dict) else _json_kind(customer)
+    else:
+        got = ("no `customer`" if "customer" not in state else "an object without `id`"
+               if isinstance(customer, dict) else _json_kind(customer))
         raise HTTPException(422, "the state's `customer` must be an object holding the "
                                  f'customer\'s `id`, as {{"customer": {{"id": "C-1042"}}}}; '
                                  f"got {got}.")
-    else:
-        try:
-            customer_id(state)  # the library's own words for a state without a customer
-        except ValueError as error:
-            raise HTTPException(422, one_line(error)) from None
     try:
         json.dumps(state, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:

@@ -134,9 +134,12 @@ SAID = {
     "a customer without an id": (json.dumps({"customer": {"name": "Zoë"}, "ticket": {"id": "T"}}),
                                  "`customer` must be an object holding the customer's `id`"),
     "a 129-character id": (json.dumps(ticket("A" * 129)), "(129 characters)"),
+    "no customer": (json.dumps({"ticket": {"id": "T-1"}}), "`customer` must be an object "
+                    "holding the customer's `id`, as {\"customer\": {\"id\": \"C-1042\"}}; got no"),
+    "a list": (b'["C-1042"]', "the body must be a JSON object, the state; got an array."),
 }
 NEVER_SAID = ["sys.", "set_int_max_str_digits", "integer string conversion", "got keys",
-              "(131 characters)"]
+              "(131 characters)", "ask_with_memory()"]
 
 
 @pytest.mark.parametrize("what", list(SAID))
