@@ -20,7 +20,7 @@ PROVENANCE_PATH = RECORDING_FOLDER / "provenance.json"
 # then puts both in place at once; the next read finishes (or undoes) an interrupted one.
 ACCEPTING_FOLDER_NAME = ".accepting"
 
-TYPESAFE_MODEL = "jev-1.14.0"  # pinned: the gate's threshold was tuned on this version
+TYPESAFE_MODEL = "jev-1.14.0"  # pinned: the published numbers came from it
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
 REMEMBER_AT = 0.5  # the gate's threshold: the official page's, and the recorded run's

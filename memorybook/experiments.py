@@ -87,7 +87,7 @@ def probe_experiment(memories, customers=tuple(CUSTOMERS), *, ask: Ask = example
         if customer not in customers:
             continue
         response = ask_with_memory(state, ROUTE, memories, **asked)
-        p = remember_probability(as_memory(state, ROUTE, response), ask)  # cached already
+        p = remember_probability(as_memory(state, ROUTE, response), ask)  # asked already: cached
         verdict = "saved" if worth_keeping(p, remember_at) else "not saved"
         print(f"\n{customer} {ticket['id']}  {response.answers['team'].choice:<19} "
               f"P(remember) {p:.2f}  {verdict}")

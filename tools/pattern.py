@@ -41,7 +41,9 @@ def pattern_code() -> str:
 
 def pattern_script() -> str:
     """The pattern, then the example cells under `if __name__ == "__main__":`."""
-    example = "\n\n\n".join(textwrap.indent(source, "    ") for source in tagged_cells("example"))
+    # A blank line printed between the cells' outputs, as the notebook shows them apart
+    example = "\n    print()\n\n".join(
+        textwrap.indent(source, "    ") for source in tagged_cells("example"))
     return f'{HEADER}\n{pattern_code()}\n\nif __name__ == "__main__":\n{example}\n'
 
 
