@@ -1,9 +1,9 @@
-"""The memory service: a FastAPI app that routes tickets with memory (`pip install
-"memorybook[service]"`).
+"""The memory service: a FastAPI app that routes tickets with memory (the `service` extra:
+`pip install "path/to/clone[service]"`).
 
     uvicorn --factory memorybook.service:create_app      # or: make serve
 
-`POST /tickets` takes a state as `ticket_state()` builds it and returns the routing response
+`POST /tickets` takes a ticket's state (customer, ticket) and returns the routing response
 before the gate (`ask_with_memory_async()`); `GET /customers/{id}/memories` lists a customer's
 memories once their pending gates have finished; `DELETE` erases them; `GET
 /customers/{id}/history` lists what happened to them (events, never content); `GET /health`

@@ -23,6 +23,7 @@ from fastapi import HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from starlette.requests import ClientDisconnect
 
+from memorybook.example import later_state
 from memorybook.memory import MEMORY_KEY
 from memorybook.store.retention import EVENTS
 from memorybook.store.validation import MAX_MEMORY_NESTING, shown
@@ -60,7 +61,8 @@ class Customer(BaseModel):
 
 
 class Ticket(BaseModel):
-    """The ticket, as `ticket_state()` builds it: its id, and what the app adds."""
+    """The ticket: its id, and whatever the app's helpdesk holds, which Jev reads (the
+    example's: `received_on`, `subject`, and `messages`, each `{"from", "text"}`)."""
 
     model_config = ConfigDict(extra="allow")
     id: Annotated[str, Field(pattern=r"\S", description="The ticket's id: not blank.")]
@@ -70,11 +72,12 @@ def _memories_are_the_services_to_add(schema: dict[str, Any]) -> None:
     schema["properties"][MEMORY_KEY] = {
         "not": {}, "description": "The service adds the customer's memories here; a request "
         "may not bring its own."}
+    schema["examples"] = [later_state("C-1042", 0)]  # the example's T-201, as a client sends it
 
 
 class TicketState(BaseModel):
-    """A state as `ticket_state()` builds it: the customer and the ticket, and any other fields
-    the app sends Jev. Nested at most MAX_STATE_NESTING levels."""
+    """What Jev reads about one ticket: the customer, the ticket, and any other fields the app
+    sends. Nested at most MAX_STATE_NESTING levels."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra=_memories_are_the_services_to_add)
     customer: Customer
