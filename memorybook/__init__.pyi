@@ -40,7 +40,10 @@ from .recording import (
     RecordingError as RecordingError,
 )
 from .replay import RecordingMissError as RecordingMissError
-from .stand_in import MadeUpJev as MadeUpJev
+from .stand_in import (
+    MadeUpAnswerError as MadeUpAnswerError,
+    MadeUpJev as MadeUpJev,
+)
 from .store import (
     MemoryNotFoundError as MemoryNotFoundError,
     MemoryStore as MemoryStore,
