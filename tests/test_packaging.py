@@ -51,12 +51,14 @@ def test_the_wheel_an_app_installs_holds_memorybook_alone(wheel):
         "[tool.setuptools.packages.find] in pyproject.toml")
     assert not any(name.endswith("entry_points.txt") for name in names), (
         "the wheel registers entry points: an app's install must register nothing")
-    # __init__.pyi too: without it `import memorybook` fails, as it reads there what it exports
-    missing = {"memorybook/__init__.py", "memorybook/__init__.pyi",
+    # __init__.pyi too: without it `import memorybook` fails, as it reads there what it exports;
+    # and py.typed, without which a type checker skips the installed package (PEP 561)
+    missing = {"memorybook/__init__.py", "memorybook/__init__.pyi", "memorybook/py.typed",
                "memorybook/store/__init__.py"} - set(names)
     assert not missing, (
-        f"the wheel lacks {sorted(missing)}: check [tool.setuptools.packages.find] (and, for a "
-        "stub, [tool.setuptools.package-data]) in pyproject.toml")
+        f"the wheel lacks {sorted(missing)}: check the file is committed in memorybook/, and "
+        "[tool.setuptools.packages.find] (for a stub or py.typed, [tool.setuptools.package-data]) "
+        "in pyproject.toml")
 
 
 def test_the_lock_resolves_an_apps_install_without_the_notebook_stack():
