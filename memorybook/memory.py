@@ -104,29 +104,44 @@ def ticket_id_of(memory: dict) -> str:
 
 class InMemoryMemories:
     """Each customer's memories, oldest first, for as long as the process runs: the page's dict
-    of lists behind the methods a store has (memorybook.store), so either can be passed."""
+    of lists behind the methods a store has (memorybook.store), so either can be passed. Ids a
+    store refuses, it refuses with the same errors (StoreInputError, MemoryNotFoundError)."""
+
+    WHERE = "these in-process memories (InMemoryMemories)"  # where forget() says it looked
 
     def __init__(self) -> None:
         self.by_customer: dict[str, list[dict]] = {}
 
     def recall(self, customer_id: str) -> list[dict]:
         """The customer's memories, oldest first (a copy of the list)."""
-        return list(self.by_customer.get(customer_id, []))
+        return list(self.by_customer.get(_checked(customer_id), []))
 
     def save(self, customer_id: str, memory: dict) -> list[dict]:
         """Keep one more memory; return those evicted to make room (none: there is no cap)."""
-        self.by_customer.setdefault(customer_id, []).append(memory)
+        self.by_customer.setdefault(_checked(customer_id), []).append(memory)
         return []
 
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
-        """Erase the memories of one ticket and return them; KeyError if there are none."""
-        saved = self.by_customer.get(customer_id, [])
+        """Erase the memories of one ticket and return them; MemoryNotFoundError (a KeyError) if
+        there are none."""
+        from memorybook.store.validation import checked_ticket_id, memory_not_found
+
+        saved = self.by_customer.get(_checked(customer_id), [])
+        ticket_id = checked_ticket_id(ticket_id)
         erased = [memory for memory in saved if ticket_id_of(memory) == ticket_id]
         if not erased:
-            raise KeyError(f"customer {customer_id} has no memory of ticket {ticket_id}")
+            raise memory_not_found(customer_id, ticket_id, self.WHERE)
         self.by_customer[customer_id] = [m for m in saved if m not in erased]
         return erased
 
     def forget_customer(self, customer_id: str) -> list[dict]:
         """Erase all of one customer's memories; return them, oldest first."""
-        return self.by_customer.pop(customer_id, [])
+        return self.by_customer.pop(_checked(customer_id), [])
+
+
+def _checked(customer_id: object) -> str:
+    """The customer id, checked as a store checks it (StoreInputError)."""
+    # here, not above: importing this module loads no store (cryptography, sqlite3)
+    from memorybook.store.validation import checked_customer_id
+
+    return checked_customer_id(customer_id)

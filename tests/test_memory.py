@@ -4,7 +4,7 @@ import pytest
 
 from memorybook.example import EARLIER
 from memorybook.memory import InMemoryMemories, ticket_id_of
-from memorybook.store import Memories, MemoryStore
+from memorybook.store import Memories, MemoryNotFoundError, MemoryStore, StoreInputError
 
 
 def memory_of(ticket_index: int) -> dict:
@@ -19,7 +19,44 @@ def test_the_in_kernel_memories_have_what_the_wrapper_needs_from_a_store():
     erased = memories.forget("C-1042", "T-105")
     assert [ticket_id_of(m) for m in erased] == ["T-105"]
     assert [ticket_id_of(m) for m in memories.recall("C-1042")] == ["T-101"]
-    with pytest.raises(KeyError, match="C-1042 has no memory of ticket T-105"):
+    with pytest.raises(KeyError, match="'C-1042' has no memory of ticket 'T-105'"):
         memories.forget("C-1042", "T-105")
     assert [ticket_id_of(m) for m in memories.forget_customer("C-1042")] == ["T-101"]
     assert memories.recall("C-1042") == []
+
+
+FIX = ("InMemoryMemories (memorybook/memory.py) must refuse what a store refuses with the "
+       "store's errors, using its checks in memorybook/store/validation.py: an app may pass "
+       "either")
+
+
+@pytest.mark.parametrize("bad_id", [None, "", "   ", 1042, b"C-1042"])
+def test_the_in_kernel_memories_refuse_an_id_a_store_refuses_with_its_error(bad_id):
+    memories = InMemoryMemories()
+    memories.save("C-1042", memory_of(0))
+    calls = {"recall": lambda: memories.recall(bad_id),
+             "save": lambda: memories.save(bad_id, memory_of(0)),
+             "forget": lambda: memories.forget(bad_id, "T-101"),
+             "forget_customer": lambda: memories.forget_customer(bad_id),
+             "forget's ticket id": lambda: memories.forget("C-1042", bad_id)}
+    not_refused = []
+    for name, call in calls.items():
+        try:
+            call()
+        except StoreInputError as error:
+            assert "must be a non-empty string" in str(error), error
+        except Exception as error:
+            not_refused.append(f"{name} raised {type(error).__name__}")
+        else:
+            not_refused.append(f"{name} took it")
+    assert not_refused == [], f"given the id {bad_id!r}, {not_refused}: {FIX}"
+    assert [ticket_id_of(m) for m in memories.recall("C-1042")] == ["T-101"]
+
+
+def test_the_in_kernel_memories_forget_a_ticket_they_lack_as_a_store_does():
+    memories = InMemoryMemories()
+    memories.save("C-1042", memory_of(0))
+    with pytest.raises(KeyError) as lacking:
+        memories.forget("C-1042", "T-9")
+    assert isinstance(lacking.value, MemoryNotFoundError), f"{type(lacking.value)}: {FIX}"
+    assert "'C-1042' has no memory of ticket 'T-9'" in str(lacking.value), lacking.value

@@ -30,7 +30,6 @@ from memorybook.store.retention import (
 )
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
-    MemoryNotFoundError,
     MemoryStoreError,
     MemoryStoreKeyError,
     StoreInputError,
@@ -39,6 +38,7 @@ from memorybook.store.validation import (
     checked_customer_id,
     checked_memory_json,
     checked_ticket_id,
+    memory_not_found,
     shown,
 )
 from memorybook.store.writes import UNKNOWN_TICKET
@@ -424,11 +424,7 @@ class EncryptedStore(GateRecords):
                 (customer, ticket),
             ))
             if not rows:  # nothing was deleted: the transaction is rolled back all the same
-                raise MemoryNotFoundError(
-                    f"Customer {shown(customer_id)} has no memory of ticket "
-                    f"{shown(ticket_id)} in {self.location}; check both ids (they are matched "
-                    "exactly, case and spaces included) against recall()."
-                )
+                raise memory_not_found(customer_id, ticket_id, self.location)
             self._record_all(customer, [(event, ticket_id, now)] * len(rows))
             self._count_deleted(customer, len(rows))
         self._database.after_forget()

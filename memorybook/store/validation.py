@@ -32,13 +32,19 @@ class MemoryStoreKeyError(MemoryStoreError):
 
 
 class MemoryNotFoundError(MemoryStoreError, KeyError):
-    """``forget()`` was asked for a ticket the customer has no memory of.
-
-    A `KeyError`, as the in-kernel memories raise, so code that forgets works with either.
-    """
+    """``forget()`` was asked for a ticket the customer has no memory of, in a store or in
+    InMemoryMemories. A `KeyError` too, as a dict's lookup raises."""
 
     def __str__(self) -> str:  # the message as given, not quoted as KeyError's would be
         return str(self.args[0]) if self.args else ""
+
+
+def memory_not_found(customer_id: str, ticket_id: str, where: str) -> MemoryNotFoundError:
+    """The error ``forget()`` raises for a ticket the customer has no memory of `where`."""
+    return MemoryNotFoundError(
+        f"Customer {shown(customer_id)} has no memory of ticket {shown(ticket_id)} in {where}; "
+        "check both ids (they are matched exactly, case and spaces included) against recall()."
+    )
 
 
 class UnreadableMemory(Exception):
