@@ -6,7 +6,8 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     Jev(recording=None, *, mode=None)     asks Jev: .ask(state, questions), .ask_async(...);
                                           replay, record or live (memorybook/jev.py says when)
     ask_with_memory(state, questions, memories, *, ask=None, remember_at=REMEMBER_AT)
-    ask_with_memory_async(state, questions, memories, *, gates, ask=None, remember_at=...)
+    ask_with_memory_async(state, questions, memories, *, gates, ask=None, ask_gate=None,
+                          remember_at=REMEMBER_AT, wait_at_most=None)
                                           ask() plus memory: the same arguments and response
     GATE, as_memory, remember_probability, worth_keeping, REMEMBER_AT
                                           the gate: is this request worth remembering?

@@ -234,3 +234,18 @@ def test_every_error_memorybook_exports_derives_from_memorybook_error():
     assert len(errors) > 10 and not strays, (
         f"{strays} do not derive from MemorybookError, which memorybook/errors.py promises an app "
         "can catch them all by: add it to their bases")
+
+
+def test_the_packages_docstring_lists_every_parameter_of_the_wrappers():
+    import inspect
+
+    import memorybook
+
+    doc = " ".join(memorybook.__doc__.split())
+    for name in ("ask_with_memory", "ask_with_memory_async"):
+        listed = doc.split(f" {name}(", 1)[1].split(")", 1)[0]
+        names = [part.split("=")[0].strip() for part in listed.split(",")]
+        expected = list(inspect.signature(getattr(memorybook, name)).parameters)
+        assert [n for n in names if n != "*"] == expected, (
+            f"memorybook/__init__.py's docstring lists {name}({listed}); list its parameters as "
+            f"memorybook/wrapper.py defines them: {expected}")
