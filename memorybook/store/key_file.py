@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import logging
 import os
 import stat
 import tempfile
@@ -18,7 +17,6 @@ OWNERS_AND_MODES = hasattr(os, "geteuid")
 READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
               | getattr(os, "O_BINARY", 0))
 LINK_OPTIONS = {"follow_symlinks": False} if os.link in os.supports_follow_symlinks else {}
-log = logging.getLogger("memorybook")
 
 
 class KeyFile:
@@ -68,13 +66,11 @@ class KeyFile:
             return self.read()
         finally:
             draft.unlink()
-        notice = (
+        notices.append(
             f"Created a new encryption key for {self.database} at {self.path} (readable only by "
             "you). Keep it safe and out of version control: if it is lost, nobody can read these "
             f"memories. To use your own key instead, set ${STORE_KEY_ENV}."
         )
-        notices.append(notice)
-        log.warning(notice)  # where an app sees it: nothing shows `notices` unasked
         return parse_key(new_key, str(self.path), str(self.database))
 
     def _write_exclusively(self, new_key: bytes) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from pathlib import Path
@@ -40,23 +39,6 @@ def test_local_key_file_is_created_with_notice_and_reused(tmp_path: Path) -> Non
         "memories.sqlite3",
         "memories.sqlite3.key",
     ]
-
-
-def test_a_new_key_file_is_logged_once_as_a_warning_without_the_key(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "memories.sqlite3"
-    key_path = tmp_path / "memories.sqlite3.key"
-    with caplog.at_level(logging.WARNING, logger="memorybook"):
-        with SQLiteMemoryStore(path) as store:
-            store.save("C-1042", make_memory("C-1042", "T-1"))
-        with SQLiteMemoryStore(path) as store:  # the key file is read now, not made
-            assert ticket_ids(store.recall("C-1042")) == ["T-1"]
-    records = [r for r in caplog.records if r.name == "memorybook"]
-    assert [r.levelno for r in records] == [logging.WARNING] and (
-        str(key_path) in records[0].getMessage()), (
-        "a store that makes a key file must log its notice once at WARNING on the 'memorybook' "
-        f"logger (KeyFile.create() in memorybook/store/key_file.py): {caplog.text!r}")
-    assert key_path.read_text().strip() not in caplog.text, "the log repeats the key"
 
 
 def test_missing_key_file_for_existing_database_is_a_clear_error(tmp_path: Path) -> None:
