@@ -40,7 +40,10 @@ def open_store(
     ``postgresql://user@host:port/database``. It defaults to ``$MEMORYBOOK_STORE_URL``, then to
     ``.memorybook/memories.sqlite3`` in the repository root (the nearest folder at or above the
     working directory holding ``pyproject.toml``). ``key``
-    defaults to ``$MEMORYBOOK_STORE_KEY``. ``max_memories`` is the per-customer cap of this store
+    defaults to ``$MEMORYBOOK_STORE_KEY``; without either, a SQLite store keeps its key in a
+    file beside the database (``<database>.key``), made at the first open and named in the
+    store's ``notices``: back it up with the database, which nobody can read without it.
+    ``max_memories`` is the per-customer cap of this store
     object. ``timeout`` is how many seconds a call waits for a lock held elsewhere before it fails
     (default: 30 on SQLite, 20 on PostgreSQL). ``retention`` is how long a memory saved without
     its own ``expires_at`` lasts (default: until forgotten); ``clock`` gives the store the time
