@@ -21,7 +21,7 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     CustomerTurns(url)                    ... and across processes sharing a PostgreSQL store
     MadeUpJev(answer)                     a stand-in for Jev in unit tests
     service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
-                       store_options=None)
+                       store_options=None, questions=ROUTE)
                                           the FastAPI service (pip install "memorybook[service]");
                                           its settings: memorybook/service_settings.py
     testing                               pytest fixtures: replay an app's recording, record it

@@ -84,7 +84,8 @@ CustomerInPath = Annotated[str, Path(pattern=CUSTOMER_ID_PATTERN, description=CU
 
 def create_app(store_url: str | None = None, *, retention: timedelta | None = None,
                ask: AskAsync | None = None, settings: ServiceSettings | None = None,
-               store_options: dict[str, Any] | None = None) -> FastAPI:
+               store_options: dict[str, Any] | None = None,
+               questions: dict | None = None) -> FastAPI:
     """The memory service. At startup it opens its store (`store_url`, else
     $MEMORYBOOK_STORE_URL, else the SQLite default) with `retention` (memories older than that
     expire; None: $MEMORYBOOK_RETENTION_DAYS, else kept until erased) and `store_options`
@@ -93,7 +94,9 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
     from the environment (live with a key and no recording asked for; otherwise its recording
     is read here, and one that cannot be used raises RecordingError); a stand-in in a unit
     test. `settings`: who may reach it, body limit, sweep interval (by default from the
-    environment: memorybook/service_settings.py)."""
+    environment: memorybook/service_settings.py). `questions`: what POST asks Jev about each
+    ticket, and answers with (by default the example's ROUTE)."""
+    questions = ROUTE if questions is None else questions
     settings = settings or ServiceSettings.from_environment()
     retention = retention if retention is not None else settings.retention
     store_options = dict(store_options or {})
@@ -153,7 +156,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         state = await read_ticket_state(request)
         try:
             response = await ask_with_memory_async(
-                state, ROUTE, request.app.state.memories, gates=request.app.state.gates,
+                state, questions, request.app.state.memories, gates=request.app.state.gates,
                 ask=request.app.state.ask, ask_gate=request.app.state.ask_gate,
                 wait_at_most=request.app.state.wait_at_most)
         except WaitedTooLong as error:

@@ -375,6 +375,31 @@ def test_a_failed_call_to_jev_is_a_502_whose_details_only_the_log_holds(
     assert "\n" not in records[0].getMessage() and CANARY_KEY not in caplog.text, caplog.text
 
 
+def test_an_app_asks_its_own_questions_and_its_memories_follow(tmp_path):
+    from typesafe_sdk import Noul, NoulCriteria
+
+    urgent = {"urgent": Noul(instructions="Does `ticket` need an answer today?",
+                             criteria=NoulCriteria(true="Yes: today.", false="No."))}
+    jev = MadeUpJev(lambda state, questions: (
+        {"remember": 0.9} if "remember" in questions else {"urgent": 0.7}))
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=jev.ask_async,
+                     questions=urgent)
+
+    async def requests(http):
+        return [await http.post("/tickets", json=ticket()),
+                await http.post("/tickets", json=ticket(ticket_id="T-902")),
+                await http.get("/customers/C-1042/memories")]
+
+    first, second, memories = talk(app, requests)
+    assert first.json()["answers"] == {"urgent": {"type": "noul", "noul": 0.7}}, (
+        f"POST /tickets must ask the questions create_app(questions=) was given and answer "
+        f"with their response (route_ticket() in memorybook/service.py): {first.text}")
+    assert second.status_code == 200 and [call["questions"] for call in jev.calls[::2]] == [
+        urgent, urgent], jev.calls
+    [memory] = memories.json()["memories"][:1]
+    assert memory["jev_answered"] == {"Does `ticket` need an answer today?": 0.7}, memory
+
+
 def test_a_recording_that_cannot_be_used_stops_create_app_not_a_request(tmp_path, monkeypatch):
     damaged = tmp_path / "json_cache.json"
     damaged.write_text('{"a": ', encoding="utf-8")
