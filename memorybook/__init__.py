@@ -3,7 +3,8 @@
 What an app uses, in one place; each name below is importable from `memorybook` (the service
 from `memorybook.service`, the test fixture from `memorybook.testing`):
 
-    Jev(recording=None, *, mode=None)     asks Jev: .ask(state, questions), .ask_async(...);
+    Jev(recording=None, *, mode=None, model=TYPESAFE_MODEL, client=None)
+                                          asks Jev: .ask(state, questions), .ask_async(...);
                                           replay, record or live (memorybook/jev.py says when)
     ask_with_memory(state, questions, memories, *, ask=None, remember_at=REMEMBER_AT)
     ask_with_memory_async(state, questions, memories, *, gates, ask=None, ask_gate=None,
@@ -14,15 +15,17 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     customer_id, state_with_memories, MEMORY_KEY
                                           where memories are filed and where they go in a state
     InMemoryMemories()                    memories for as long as the process runs
-    open_store(url, *, retention=None, max_memories=50, key=None)
+    open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None)
                                           encrypted memories in SQLite or PostgreSQL, expiring
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
-    InFlight(limit=8)                     at most so many requests to Jev at once, replies first
-    CustomerTurns(url)                    ... and across processes sharing a PostgreSQL store
+    InFlight(limit=None, wait_at_most=None)
+                                          at most `limit` requests to Jev at once (by default
+                                          $MEMORYBOOK_MAX_IN_FLIGHT, else 8), replies first
+    CustomerTurns(url, **options)         ... and across processes sharing a PostgreSQL store
     MadeUpJev(answer)                     a stand-in for Jev in unit tests
     service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
                        store_options=None, questions=ROUTE)
-                                          the FastAPI service (pip install "memorybook[service]");
+                                          the FastAPI service (the `service` extra);
                                           its settings: memorybook/service_settings.py
     testing                               pytest fixtures: replay an app's recording, record it
     MemorybookError                       the root of every error above; each is exported here

@@ -236,16 +236,24 @@ def test_every_error_memorybook_exports_derives_from_memorybook_error():
         "can catch them all by: add it to their bases")
 
 
-def test_the_packages_docstring_lists_every_parameter_of_the_wrappers():
+def test_the_packages_docstring_lists_every_parameter_of_what_it_lists():
+    import importlib
     import inspect
+    import re
 
     import memorybook
 
-    doc = " ".join(memorybook.__doc__.split())
-    for name in ("ask_with_memory", "ask_with_memory_async"):
-        listed = doc.split(f" {name}(", 1)[1].split(")", 1)[0]
-        names = [part.split("=")[0].strip() for part in listed.split(",")]
-        expected = list(inspect.signature(getattr(memorybook, name)).parameters)
-        assert [n for n in names if n != "*"] == expected, (
-            f"memorybook/__init__.py's docstring lists {name}({listed}); list its parameters as "
-            f"memorybook/wrapper.py defines them: {expected}")
+    # Each entry starts a line of the docstring, its parameters maybe over several lines
+    listed = re.findall(r"^    ((?:service\.)?\w+)\(([^()]*)\)", memorybook.__doc__, re.M)
+    assert {name for name, _ in listed} >= {"Jev", "ask_with_memory", "open_store", "InFlight",
+                                             "service.create_app"}, listed
+    for name, parameters in listed:
+        module, _, attribute = name.rpartition(".")
+        found = getattr(importlib.import_module(f"memorybook.{module}" if module else
+                                                "memorybook"), attribute)
+        names = [part.split("=")[0].strip().lstrip("*") for part in parameters.split(",")
+                 if part.strip()]
+        expected = list(inspect.signature(found).parameters)
+        assert [n for n in names if n] == expected, (
+            f"memorybook/__init__.py's docstring lists {name}({parameters}); list its parameters "
+            f"as they are defined: {expected}")
