@@ -49,7 +49,7 @@ def recording_summary(path: Path | None = None) -> str:
     if rebuilt_as_committed:
         tokens_source = (f"\nThe count of calls and the token total come from "
                          f"{provenance['published_totals']['source']}; each call's share of the "
-                         f"total is filled.")
+                         f"total is filled in.")
     return (
         f"{doing} {shown_path(path)}, the whole collection's recording: {len(entries)} calls to "
         f"{models} ({origin}).\n"
