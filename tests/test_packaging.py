@@ -34,10 +34,12 @@ MOST_MEGABYTES = 116
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    # Through an sdist, as a release is built: a wheel built in the checkout takes whatever its
+    # build/lib holds, a module deleted since the last build included, and would hide it here.
     out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([str(UV), "build", "--wheel", "--quiet", "--out-dir", str(out),
-                            str(REPO_ROOT)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, f"`uv build --wheel` of the checkout failed: {built.stderr}"
+    built = subprocess.run([str(UV), "build", "--quiet", "--out-dir", str(out), str(REPO_ROOT)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, f"`uv build` of the checkout failed: {built.stderr}"
     [path] = out.glob("memorybook-*.whl")
     return path
 
@@ -59,6 +61,13 @@ def test_the_wheel_an_app_installs_holds_memorybook_alone(wheel):
         f"the wheel lacks {sorted(missing)}: check the file is committed in memorybook/, and "
         "[tool.setuptools.packages.find] (for a stub or py.typed, [tool.setuptools.package-data]) "
         "in pyproject.toml")
+    tracked = subprocess.run(["git", "ls-files", "memorybook"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    packaged = {name for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert packaged == set(tracked), (
+        f"the wheel holds {sorted(packaged - set(tracked))} that git does not track in "
+        f"memorybook/, and lacks {sorted(set(tracked) - packaged)} that it does: build it "
+        "through an sdist (the fixture above), never from a build/ folder of old files")
 
 
 def test_the_lock_resolves_an_apps_install_without_the_notebook_stack():
