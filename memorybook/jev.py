@@ -46,7 +46,7 @@ from memorybook.config import (
     timeout_seconds,
 )
 from memorybook.recording import CheckedJsonCache, open_recording
-from memorybook.replay import ReplayOnlyTransport
+from memorybook.replay import RecordingMissError, ReplayOnlyTransport
 from memorybook.transport import ClientOnFirstUse, async_client, sync_client
 
 
@@ -131,13 +131,19 @@ class Jev:
 
     def ask(self, state: dict, questions: dict) -> SystemOneResponse:
         """client.system_one with the model pinned, answered as the mode says."""
-        answer = self._system_one(self.model, *request_json(state, questions))
+        try:
+            answer = self._system_one(self.model, *request_json(state, questions))
+        except RecordingMissError as miss:  # its message says it all: not the SDK's 20 frames
+            raise miss.with_traceback(None) from None
         return SystemOneResponse.model_validate(answer)
 
     async def ask_async(self, state: dict, questions: dict) -> SystemOneResponse:
         """`ask()`, awaited: the same request, the same cached answer; the recording is read and
         written in a worker thread, and a live call ends within $MEMORYBOOK_TIMEOUT_SECONDS."""
-        answer = await self._system_one_async(self.model, *request_json(state, questions))
+        try:
+            answer = await self._system_one_async(self.model, *request_json(state, questions))
+        except RecordingMissError as miss:
+            raise miss.with_traceback(None) from None
         return SystemOneResponse.model_validate(answer)
 
     def __repr__(self) -> str:

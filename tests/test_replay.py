@@ -178,3 +178,21 @@ def test_a_long_running_process_keeps_only_its_latest_misses(monkeypatch):
     assert kept == ["T-2", "T-3", "T-4"], (
         f"a service replaying for months must keep only the last MISSES_KEPT misses "
         f"(explain_miss() in memorybook/replay.py), not every one: {kept}")
+
+
+@pytest.mark.parametrize("awaited", [False, True])
+def test_a_miss_reaches_the_app_without_the_sdks_frames(monkeypatch, awaited):
+    import traceback
+
+    jev = fresh_jev(monkeypatch)
+    state = copy.deepcopy(EARLIER[0])
+    state["ticket"]["subject"] = "A subject no recorded call has"
+    with pytest.raises(RecordingMissError) as missed:
+        if awaited:
+            asyncio.run(jev.ask_async(state, ROUTE))
+        else:
+            jev.ask(state, ROUTE)
+    files = [frame.filename for frame in traceback.extract_tb(missed.value.__traceback__)]
+    assert not [name for name in files if "site-packages" in name], (
+        f"a miss must reach the app from Jev.ask() (memorybook/jev.py), its message saying all, "
+        f"not through the SDK's, httpx's and tenacity's frames: {files}")
