@@ -73,12 +73,8 @@ def answers_note() -> str:
         source = os.environ.get(ENDPOINT_ENV) or "the TypeSafe API"
         recorded_into = shown_path(NEXT_STEPS_RECORDING)
         return f"Live: answers from {source}, recorded into {recorded_into}."
-    return (
-        "Jev's answers to these requests are not in the recording, "
-        f"and this kernel asks nothing new ({reason}), so none is shown. "
-        "Open a link to see them in the playground, "
-        "or set TYPESAFE_API_KEY to ask them here."
-    )
+    return (f"Not asked ({reason}), and not in the recording: the links above open these "
+            "requests in the playground.")
 
 
 RELEVANT = {

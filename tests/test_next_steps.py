@@ -270,7 +270,7 @@ def test_notebook_7_names_in_its_metadata_the_recording_it_records_into():
 
 def test_the_notebook_shows_no_next_step_answer_and_says_so():
     text = stdout_text(notebook("07"))
-    assert text.count("Jev's answers to these requests are not in the recording") == 3
+    assert text.count("Not asked (TYPESAFE_API_KEY is not set), and not in the recording") == 3
     assert "Live:" not in text and "SYNTHETIC" not in text and SYNTHETIC_MODEL not in text
 
 
