@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typesafe_sdk import SystemOneResponse
 
 from memorybook.errors import MemorybookError
+from memorybook.recording.checks import is_probability
 
 
 class MadeUpAnswerError(MemorybookError, ValueError):
@@ -58,7 +59,7 @@ class MadeUpJev:
             if kind == "choice" and isinstance(value, str) and value in options:
                 answers[question_id] = dict(type="choice", choice=value, confidence=1.0,
                                             probabilities={value: 1.0})
-            elif kind == "noul" and _is_probability(value):
+            elif kind == "noul" and is_probability(value):
                 answers[question_id] = {"type": "noul", "noul": float(value)}
             else:
                 raise MadeUpAnswerError(
@@ -84,7 +85,3 @@ def _kind_and_options(question) -> tuple[str | None, list[str]]:
     else:
         kind, criteria = getattr(question, "type", None), getattr(question, "criteria", None)
     return kind, list(criteria or {}) if kind == "choice" else []
-
-
-def _is_probability(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1

@@ -37,7 +37,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_probability(value: object) -> bool:
+def is_probability(value: object) -> bool:
+    """A finite number in [0, 1] (not a bool), as every probability the API returns."""
     return (
         isinstance(value, (int, float))
         and not isinstance(value, bool)
@@ -60,7 +61,7 @@ def answer_problem(entry: dict, questions: dict) -> str | None:
         if answer["type"] != kind:
             return f"field `{field}.type` is {answer['type']!r}, but the question is a {kind}"
         if kind == "noul":
-            if not _is_probability(answer.get("noul")):
+            if not is_probability(answer.get("noul")):
                 value = answer.get("noul")
                 return f"field `{field}.noul` is {value!r}, not a probability in [0, 1]"
         elif kind == "choice":
@@ -77,7 +78,7 @@ def _choice_problem(answer: dict, field: str, options: list[str]) -> str | None:
     choice = answer.get("choice")
     if choice not in options:
         return f"field `{field}.choice` is {choice!r}, not one of the options {options}"
-    if not _is_probability(answer.get("confidence")):
+    if not is_probability(answer.get("confidence")):
         return (
             f"field `{field}.confidence` is {answer.get('confidence')!r}, not a number in [0, 1]"
         )
@@ -90,7 +91,7 @@ def _choice_problem(answer: dict, field: str, options: list[str]) -> str | None:
             f"not the question's {sorted(options)}"
         )
     for option, value in probabilities.items():
-        if not _is_probability(value):
+        if not is_probability(value):
             where = f"{field}.probabilities.{option}"
             return f"field `{where}` is {value!r}, not a probability in [0, 1]"
     total = sum(probabilities.values())
