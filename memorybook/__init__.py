@@ -15,13 +15,16 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     customer_id, state_with_memories, MEMORY_KEY
                                           where memories are filed and where they go in a state
     InMemoryMemories()                    memories for as long as the process runs
+    Memories, MemoryStore                 what `memories` may be, as protocols for type hints
     open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None)
                                           encrypted memories in SQLite or PostgreSQL, expiring
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
     InFlight(limit=None, wait_at_most=None)
                                           at most `limit` requests to Jev at once (by default
                                           $MEMORYBOOK_MAX_IN_FLIGHT, else 8), replies first
-    CustomerTurns(url, **options)         ... and across processes sharing a PostgreSQL store
+    CustomerTurns(url, *, at_most=TURNS_AT_ONCE, **options)
+                                          ... and across processes sharing a PostgreSQL
+                                          store, on at most `at_most` connections
     MadeUpJev(answer)                     a stand-in for Jev in unit tests
     service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
                        store_options=None, questions=ROUTE)
@@ -29,6 +32,10 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           its settings: memorybook/service_settings.py
     testing                               pytest fixtures: replay an app's recording, record it
     MemorybookError                       the root of every error above; each is exported here
+                                          (StateError: a state ask_with_memory() cannot take)
+    describe_api_failure(error, *, quoting_the_api=True)
+                                          a failed live call, which raises the SDK's own
+                                          TypeSafeError, in one line without secrets
 
 Importing this package opens no data file and starts nothing, and it loads no module
 before one of its names is used: `__init__.pyi` lists the names and where each comes from.

@@ -4,9 +4,9 @@ here; at run time `__init__.py` imports a name's module when the name is first u
 from .api_errors import (
     AnswerRefusedError as AnswerRefusedError,
     CallTimeoutError as CallTimeoutError,
-    LiveCallFailed as LiveCallFailed,
     PlainHttpRefusedError as PlainHttpRefusedError,
     ProxySettingError as ProxySettingError,
+    describe_api_failure as describe_api_failure,
 )
 from .config import (
     REMEMBER_AT as REMEMBER_AT,
@@ -28,6 +28,7 @@ from .memory import (
     MEMORY_KEY as MEMORY_KEY,
     InMemoryMemories as InMemoryMemories,
     MissingCustomerIdError as MissingCustomerIdError,
+    StateError as StateError,
     as_memory as as_memory,
     customer_id as customer_id,
     remember_probability as remember_probability,
@@ -35,6 +36,7 @@ from .memory import (
     ticket_id_of as ticket_id_of,
     worth_keeping as worth_keeping,
 )
+from .questions import QuestionsError as QuestionsError
 from .recording import (
     CommitError as CommitError,
     RecordingError as RecordingError,
@@ -45,6 +47,7 @@ from .stand_in import (
     MadeUpJev as MadeUpJev,
 )
 from .store import (
+    Memories as Memories,
     MemoryNotFoundError as MemoryNotFoundError,
     MemoryStore as MemoryStore,
     MemoryStoreError as MemoryStoreError,

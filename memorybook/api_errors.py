@@ -37,12 +37,11 @@ class AnswerRefusedError(MemorybookError, TypeSafeError):
     """A live call's answer was too long to read, or in an encoding that was not asked for."""
 
 
-class LiveCallFailed(MemorybookError, RuntimeError):
-    """A live call failed; the message says what to do, with every secret taken out."""
-
-
-def describe_api_failure(error: TypeSafeError) -> str:
-    """What went wrong with a live call, in a sentence a notebook reader can act on."""
+def describe_api_failure(error: TypeSafeError, *, quoting_the_api: bool = True) -> str:
+    """What went wrong with a live call (the SDK's error), in a sentence its reader can act on:
+    a notebook's, or an app's log. No key or password is in it. What the API said when it
+    refused a request may quote the request, a customer's words included: a log kept at rest
+    takes `quoting_the_api=False`, which leaves it out."""
     # Without its query, which may hold a credential (?password=...); redact() takes the rest.
     endpoint = re.split(r"[?#]", os.environ.get(ENDPOINT_ENV) or "", maxsplit=1)[0] \
         or "the default TypeSafe endpoint"
@@ -65,7 +64,9 @@ def describe_api_failure(error: TypeSafeError) -> str:
         field = getattr(error, "field_path", "") or "the whole body"
         what = f"the API answered with a body the SDK could not read (at {field})"
     elif isinstance(error, TypeSafeAPIError):
-        what = f"the API refused the request (HTTP {status}): {error}"
+        what = f"the API refused the request (HTTP {status})"
+        what += f": {error}" if quoting_the_api else " (what it said is left out: it may quote " \
+                                                    "the ticket)"
     else:
         what = str(error)
     return redact(f"Live call failed: {what}. Nothing was recorded for this call.")

@@ -68,11 +68,12 @@ CUSTOMERS = DATA["customers"]
 
 def ticket_state(customer_id: str, ticket_id: str, received_on: str, subject: str,
                  text: str) -> dict:
-    """The state Jev reads for one ticket: the customer, then a one-message thread."""
+    """The state Jev reads for one ticket: the customer, then a one-message thread. A state of
+    its own: changing it changes neither CUSTOMERS nor any other state."""
     thread = [{"from": "customer", "text": text}]
     ticket = {"id": ticket_id, "received_on": received_on, "subject": subject,
               "messages": thread}
-    return {"customer": CUSTOMERS[customer_id], "ticket": ticket}
+    return {"customer": dict(CUSTOMERS[customer_id]), "ticket": ticket}
 
 
 EARLIER = [

@@ -45,6 +45,7 @@ from memorybook.config import (
     shown_path,
     timeout_seconds,
 )
+from memorybook.questions import question_objects
 from memorybook.recording import CheckedJsonCache, open_recording
 from memorybook.replay import RecordingMissError, ReplayOnlyTransport
 from memorybook.transport import ClientOnFirstUse, async_client, sync_client
@@ -61,7 +62,7 @@ class Mode(StrEnum):
 def request_json(state: dict, questions: dict) -> tuple[str, str]:
     """The exact JSON text of a request's state and questions: what the cache key is made of."""
     questions_json = {question_id: question.model_dump(mode="json", exclude_none=True)
-                      for question_id, question in questions.items()}
+                      for question_id, question in question_objects(questions).items()}
     return json.dumps(state), json.dumps(questions_json)
 
 

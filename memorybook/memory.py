@@ -10,6 +10,8 @@ it under MEMORY_KEY. `InMemoryMemories` keeps them for as long as the process ru
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Callable
 
 from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
@@ -49,7 +51,11 @@ GATE = {
 Ask = Callable[[dict, dict], SystemOneResponse]  # (state, questions) -> response, as Jev.ask
 
 
-class MissingCustomerIdError(MemorybookError, ValueError):
+class StateError(MemorybookError, ValueError):
+    """A state ask_with_memory() cannot take: the message says what it lacks or holds."""
+
+
+class MissingCustomerIdError(StateError):
     """The state has no `customer.id`: there is no customer to file memories under."""
 
 
@@ -64,6 +70,35 @@ def customer_id(state: dict) -> str:
             "ask_with_memory() needs the state to name its customer as `customer.id`; "
             f"got {shape}.")
     return customer["id"]
+
+
+def checked_state(state: object) -> str:
+    """The customer a state is about, once it is one ask_with_memory() can take: a
+    `customer.id` and a `ticket.id` (each memory is filed by both), and no MEMORY_KEY (the
+    customer's memories go there on each call). Checked before anything is asked."""
+    customer = customer_id(state)
+    ticket = state.get("ticket")  # customer_id() has checked that the state is a dict
+    ticket_id = ticket.get("id") if isinstance(ticket, dict) else None
+    if not (isinstance(ticket_id, str) and ticket_id.strip()):
+        found = "a ticket without one" if isinstance(ticket, dict) else "no ticket"
+        raise StateError(
+            "ask_with_memory() files each memory under its ticket: the state needs `ticket.id`, "
+            f"a non-blank string; got {found}.")
+    if MEMORY_KEY in state:
+        raise StateError(
+            f"`{MEMORY_KEY}` is where ask_with_memory() puts the customer's memories on each "
+            "call; leave it out of the state.")
+    return customer
+
+
+def checked_remember_at(remember_at: float) -> float:
+    """The gate's threshold, once it is a probability: a number from 0 to 1."""
+    if isinstance(remember_at, bool) or not isinstance(remember_at, (int, float)) or not (
+            0 <= remember_at <= 1):
+        raise StateError(
+            "remember_at is the gate's probability from which a memory is kept: a number from 0 "
+            f"to 1, got {str(remember_at)[:40]!r}.")
+    return remember_at
 
 
 def answer_text(question, answer):
@@ -104,8 +139,9 @@ def ticket_id_of(memory: dict) -> str:
 
 class InMemoryMemories:
     """Each customer's memories, oldest first, for as long as the process runs: the page's dict
-    of lists behind the methods a store has (memorybook.store), so either can be passed. Ids a
-    store refuses, it refuses with the same errors (StoreInputError, MemoryNotFoundError)."""
+    of lists behind the methods a store has (memorybook.store), so either can be passed. Ids and
+    memories a store refuses, it refuses with the same errors (StoreInputError,
+    MemoryNotFoundError), so that a test on it fails where the store would."""
 
     WHERE = "these in-process memories (InMemoryMemories)"  # where forget() says it looked
 
@@ -113,12 +149,17 @@ class InMemoryMemories:
         self.by_customer: dict[str, list[dict]] = {}
 
     def recall(self, customer_id: str) -> list[dict]:
-        """The customer's memories, oldest first (a copy of the list)."""
-        return list(self.by_customer.get(_checked(customer_id), []))
+        """The customer's memories, oldest first: copies, as a store's are, so that changing
+        one changes nothing kept."""
+        return copy.deepcopy(self.by_customer.get(_checked(customer_id), []))
 
     def save(self, customer_id: str, memory: dict) -> list[dict]:
-        """Keep one more memory; return those evicted to make room (none: there is no cap)."""
-        self.by_customer.setdefault(_checked(customer_id), []).append(memory)
+        """Keep a copy of one more memory, checked as a store checks it; return those evicted to
+        make room (none: there is no cap)."""
+        from memorybook.store.validation import checked_memory_json
+
+        _, text = checked_memory_json(_checked(customer_id), memory)
+        self.by_customer.setdefault(customer_id, []).append(json.loads(text))
         return []
 
     def forget(self, customer_id: str, ticket_id: str) -> list[dict]:

@@ -25,10 +25,16 @@ import os
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Path, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+try:
+    from fastapi import FastAPI, HTTPException, Path, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.openapi.utils import get_openapi
+    from fastapi.responses import JSONResponse
+except ModuleNotFoundError as missing:  # an install without the extra
+    raise ModuleNotFoundError(
+        f"memorybook.service needs FastAPI ({missing.name} is missing), which memorybook's "
+        "`service` extra brings: pip install 'memorybook[service]' (from a clone: "
+        "'path/to/clone[service]').", name=missing.name) from None
 from typesafe_sdk import (
     SystemOneResponse,
     TypeSafeAPIConnectionError,
@@ -123,7 +129,10 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         except BaseException:
             await asyncio.to_thread(app.state.memories.close)
             raise
-        app.state.gates = PendingGates(CustomerTurns(url, **store_options) if shared else None)
+        # A turn is a connection (memorybook/store/turns.py): room for every customer with a
+        # request in flight and as many waiting for a slot.
+        turns = CustomerTurns(url, at_most=2 * settings.max_in_flight, **store_options)
+        app.state.gates = PendingGates(turns if shared else None)
         background = [
             asyncio.create_task(recover_abandoned_gates(
                 app.state.memories, app.state.gates, ask=app.state.ask_gate,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typesafe_sdk import SystemOneResponse
 
 from memorybook.errors import MemorybookError
+from memorybook.questions import question_objects
 from memorybook.recording.checks import is_probability
 
 
@@ -36,6 +37,7 @@ class MadeUpJev:
         self.calls: list[dict] = []
 
     def ask(self, state: dict, questions: dict) -> SystemOneResponse:
+        questions = question_objects(questions)  # as Jev reads them: dicts become objects
         self.calls.append({"state": state, "questions": questions})
         made_up = self.answer(state, questions)
         if not isinstance(made_up, dict):
@@ -44,7 +46,8 @@ class MadeUpJev:
                 f"with an answer for each question asked ({sorted(questions)}).")
         answers = {}
         for question_id, question in questions.items():
-            kind, options = _kind_and_options(question)
+            kind = question.type
+            options = list(question.criteria or {}) if kind == "choice" else []
             allowed = (f"one of its options {options}" if kind == "choice"
                        else "a number in [0, 1]" if kind == "noul" else None)
             if allowed is None:
@@ -77,11 +80,3 @@ class MadeUpJev:
     async def ask_async(self, state: dict, questions: dict) -> SystemOneResponse:
         return self.ask(state, questions)
 
-
-def _kind_and_options(question) -> tuple[str | None, list[str]]:
-    """A question's type and, for a Choice, its options: from an SDK question object or a dict."""
-    if isinstance(question, dict):
-        kind, criteria = question.get("type"), question.get("criteria")
-    else:
-        kind, criteria = getattr(question, "type", None), getattr(question, "criteria", None)
-    return kind, list(criteria or {}) if kind == "choice" else []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import threading
 import time
@@ -184,9 +185,11 @@ class LiveTransport(httpx2.BaseTransport):
         if wait is not None and wait > deadline - time.monotonic():  # a retry could not be on time
             self._call.last_attempt += f", asking to wait {wait:g} s"
             raise self._timed_out(request)
-        headers = httpx2.Headers(response.headers)
-        for name in ("content-encoding", "content-length"):  # the body is decoded here
-            headers.pop(name, None)
+        # Without the key in any header the server echoed it in (an SDK error quotes the
+        # request id header, say); the body is decoded here, so without its encoding and length.
+        headers = httpx2.Headers([(name, redact_key(value)) for name, value in
+                                  response.headers.multi_items()
+                                  if name.lower() not in ("content-encoding", "content-length")])
         extensions = {name: response.extensions[name] for name in ("http_version", "reason_phrase")
                       if name in response.extensions}
         return httpx2.Response(response.status_code, headers=headers,
@@ -275,10 +278,22 @@ def _read_answer(response: httpx2.Response, url: httpx2.URL, max_bytes: int) -> 
 
 
 def _without_the_key(body: bytes) -> bytes:
-    """The body with any echo of the API key taken out, so that no SDK error can quote it."""
-    text = body.decode("utf-8", errors="surrogateescape")
+    """The body with any echo of the API key taken out, so that no SDK error can quote it and
+    no answer can carry it into a recording: in the text as sent, and in the JSON it decodes
+    to, where any character may be written as an escape (\\u0073k-...). A body that is not
+    UTF-8, which hides the key from both, is not passed on: only its size."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"(a body of {len(body):,} bytes that is not UTF-8, not shown)".encode()
+    try:
+        decoded = json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:  # not JSON (NaN and the like decode, and are refused later)
+        decoded = None
+    if decoded is not None and redact_key(decoded) != decoded:
+        return redact_key(decoded).encode("utf-8")
     cleaned = redact_key(text)
-    return body if cleaned == text else cleaned.encode("utf-8", errors="surrogateescape")
+    return body if cleaned == text else cleaned.encode("utf-8")
 
 
 def _refuse_plain_http_off_this_machine(url: httpx2.URL) -> None:

@@ -33,15 +33,19 @@ from memorybook.memory import (
     GATE,
     Ask,
     as_memory,
+    checked_remember_at,
+    checked_state,
     customer_id,
     remember_probability,
     state_with_memories,
     worth_keeping,
 )
+from memorybook.questions import question_objects
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
 
 if TYPE_CHECKING:
+    from memorybook.store.base import Memories
     from memorybook.store.pending import PendingGate
 
 log = logging.getLogger("memorybook")
@@ -61,14 +65,18 @@ def threshold_named(remember_at: float):
         raise
 
 
-def ask_with_memory(state: dict, questions: dict, memories, *, ask: Ask | None = None,
-                    remember_at: float = REMEMBER_AT) -> SystemOneResponse:
+def ask_with_memory(state: dict, questions: dict, memories: Memories, *,
+                    ask: Ask | None = None, remember_at: float = REMEMBER_AT
+                    ) -> SystemOneResponse:
     """ask(), plus memory: the same arguments and the same response. `memories` is where they
     are kept (InMemoryMemories, or a store); the gate keeps a memory from `remember_at` up.
+    A state without `customer.id` or `ticket.id`, or holding MEMORY_KEY, is refused before
+    anything is asked (StateError), as are questions that are not the SDK's (QuestionsError).
     Should the gate or the save fail once Jev has answered, the error raised carries that
     answer as its `response`, so the call is not lost with the memory."""
+    customer, remember_at = checked_state(state), checked_remember_at(remember_at)
+    questions = question_objects(questions)
     ask = ask or default_jev().ask
-    customer = customer_id(state)
     with threshold_named(remember_at):
         response = ask(state_with_memories(state, memories.recall(customer)), questions)
         try:
@@ -81,7 +89,7 @@ def ask_with_memory(state: dict, questions: dict, memories, *, ask: Ask | None =
     return response
 
 
-async def ask_with_memory_async(state: dict, questions: dict, memories, *,
+async def ask_with_memory_async(state: dict, questions: dict, memories: Memories, *,
                                 gates: PendingGates, ask: AskAsync | None = None,
                                 ask_gate: AskAsync | None = None,
                                 remember_at: float = REMEMBER_AT,
@@ -91,9 +99,10 @@ async def ask_with_memory_async(state: dict, questions: dict, memories, *,
     asks with `ask_gate`, by default `ask` (a service lets replies ahead of gates:
     memorybook/in_flight.py). `wait_at_most`: the seconds the call may wait for the customer's
     earlier calls (None: no bound), WaitedTooLong past them."""
+    customer, remember_at = checked_state(state), checked_remember_at(remember_at)
+    questions = question_objects(questions)
     ask = ask or default_jev().ask_async
     ask_gate = ask_gate or ask
-    customer = customer_id(state)
     previous, done = gates.take_turn(customer)
     try:
         await gates.wait_for_turn(customer, previous, done, wait_at_most)
@@ -186,7 +195,8 @@ async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResp
         ticket_id = ticket.get("id") if isinstance(ticket, dict) else None
         named = (f"ticket {ticket_id[:80]!r}" if isinstance(ticket_id, str) and ticket_id.strip()
                  else "a ticket without an id")
-        why = (describe_api_failure(error) if isinstance(error, TypeSafeError) else
+        why = (describe_api_failure(error, quoting_the_api=False)
+               if isinstance(error, TypeSafeError) else
                f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
         log.error(redact(f"gate for customer {customer[:80]!r}, {named}, failed, "
                          f"nothing saved: {why}"))

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from importlib.util import resolve_name
 
+import pytest
+
 from tests.helpers import REPO_ROOT
 
 MODULE_FILES = {
@@ -257,3 +259,25 @@ def test_the_packages_docstring_lists_every_parameter_of_what_it_lists():
         assert [n for n in names if n] == expected, (
             f"memorybook/__init__.py's docstring lists {name}({parameters}); list its parameters "
             f"as they are defined: {expected}")
+
+
+def test_the_service_or_a_postgresql_store_without_its_extra_names_the_extra(monkeypatch):
+    import base64
+    import importlib
+    import os
+    import sys
+
+    from memorybook.store import MemoryStoreError, open_store
+
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # as in an install without the extra
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.delitem(sys.modules, "memorybook.service", raising=False)
+    with pytest.raises(ModuleNotFoundError) as service:
+        importlib.import_module("memorybook.service")
+    key = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    with pytest.raises(MemoryStoreError) as store:
+        open_store("postgresql://u@127.0.0.1:9/memories", key=key)
+    for error, extra, where in ((service, "service", "memorybook/service.py's imports"),
+                                (store, "postgres", "memorybook/store/postgres.py")):
+        assert f"memorybook[{extra}]" in str(error.value), (
+            f"without the `{extra}` extra, {where} must say to install it: {error.value}")

@@ -224,3 +224,77 @@ def test_a_proxy_the_client_cannot_use_is_named_in_one_sentence(
     assert isinstance(outcome, TypeSafeError), outcome
     assert f"{name}=" in message and proxy.partition(":")[0] in message, message
     assert "pw9Secret" not in message and "\n" not in message, message
+
+
+def answering(status: str, body: bytes, **headers: str) -> Handler:
+    """A handler that answers once: this status line, these headers, this body."""
+    def handle(connection: socket.socket, stopped: threading.Event) -> None:
+        lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", "Connection: close",
+                 *(f"{name.replace('_', '-')}: {value}" for name, value in headers.items())]
+        connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    return handle
+
+
+ESCAPED_KEY = "".join(f"\\u{ord(character):04x}" for character in KEY)  # JSON's other spelling
+ERROR_ECHOING_IT = f'{{"error": {{"message": "bad key {KEY}"}}}}'
+
+
+@pytest.mark.parametrize("handler", [
+    pytest.param(answering("200 OK", json.dumps(ANSWER).replace(
+        '"jev-1.14.0"', f'"{ESCAPED_KEY}"').encode(), Content_Type="application/json"),
+        id="an answer naming the key as its model, every character escaped"),
+    pytest.param(answering("400 Bad Request", ERROR_ECHOING_IT.replace(KEY, ESCAPED_KEY).encode(),
+                           Content_Type="application/json"),
+                 id="an error quoting the key, every character escaped"),
+    pytest.param(answering("400 Bad Request", b'{"error": {"message": "nope"}}',
+                           Content_Type="application/json", X_TypeSafe_Request_Id=KEY),
+                 id="an error with the key as its request id header"),
+    pytest.param(answering("400 Bad Request", ERROR_ECHOING_IT.encode("utf-16"),
+                           Content_Type="application/json"),
+                 id="an error quoting the key in UTF-16"),
+])
+def test_no_answer_or_error_of_a_hostile_endpoint_carries_the_key(monkeypatch, handler):
+    with raw_server(handler) as base_url:
+        outcome, _ = call(monkeypatch, base_url, 2)
+    shown = (f"{outcome} {outcome!r} {vars(outcome)}" if isinstance(outcome, Exception)
+             else outcome.model_dump_json())
+    if isinstance(outcome, TypeSafeError):
+        shown += describe_api_failure(outcome)
+    for form in (KEY, KEY.encode("utf-16-le").decode("latin-1"), ESCAPED_KEY):
+        assert form not in shown, (
+            "memorybook/transport.py's LiveTransport must take the key out of what the endpoint "
+            "sends back, however it is spelt (JSON escapes, a header, another encoding), before "
+            f"the SDK reads it: {shown[:500]}")
+
+
+def test_a_gate_refused_with_the_tickets_words_is_logged_without_them(monkeypatch, caplog):
+    import asyncio
+    import logging
+
+    from memorybook import InMemoryMemories, MadeUpJev, PendingGates, ask_with_memory_async
+    from memorybook.example import ROUTE
+
+    words = "my password is hunter2"
+    state = {"customer": {"id": "C-1"}, "ticket": {"id": "T-9", "text": words}}
+    echo = answering("400 Bad Request", json.dumps(
+        {"error": {"message": f"Bad request: {json.dumps(state)}"}}).encode(),
+        Content_Type="application/json")
+    with raw_server(echo) as base_url:
+        monkeypatch.setenv("TYPESAFE_ENDPOINT", base_url)
+        gate = Jev(mode="live")
+
+        async def one_ticket() -> None:
+            gates = PendingGates()
+            await ask_with_memory_async(state, ROUTE, InMemoryMemories(), gates=gates,
+                                        ask=MadeUpJev(lambda s, q: {"team": "billing"}).ask_async,
+                                        ask_gate=gate.ask_async)
+            await gates.drain()
+
+        with caplog.at_level(logging.ERROR, logger="memorybook"):
+            asyncio.run(one_ticket())
+    logged = [record.getMessage() for record in caplog.records if record.name == "memorybook"]
+    assert len(logged) == 1 and "HTTP 400" in logged[0] and "T-9" in logged[0], logged
+    assert words not in logged[0], (
+        "a failed gate's log line must leave out what the API said, which may quote the ticket: "
+        "memorybook/wrapper.py's keep_if_worth_it() passes quoting_the_api=False to "
+        f"describe_api_failure(): {logged[0]}")

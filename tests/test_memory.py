@@ -60,3 +60,49 @@ def test_the_in_kernel_memories_forget_a_ticket_they_lack_as_a_store_does():
         memories.forget("C-1042", "T-9")
     assert isinstance(lacking.value, MemoryNotFoundError), f"{type(lacking.value)}: {FIX}"
     assert "'C-1042' has no memory of ticket 'T-9'" in str(lacking.value), lacking.value
+
+
+def memory_for(customer: str, **changes) -> dict:
+    memory = memory_of(0)
+    return {**memory, "request": {**memory["request"], "customer": {"id": customer}}, **changes}
+
+
+@pytest.mark.parametrize("memory", [
+    "not a memory",
+    {"request": {"customer": {"id": "C-1042"}}, "jev_answered": {}},
+    memory_for("C-2210"),
+    memory_for("C-1042", jev_answered={"team": float("nan")}),
+    memory_for("C-1042", jev_answered={"teams": ("billing", "general")}),
+], ids=["a string", "no ticket id", "another customer's", "NaN", "a tuple"])
+def test_the_in_kernel_memories_refuse_a_memory_a_store_refuses(memory, tmp_path):
+    from memorybook.store import open_store
+
+    refused = []
+    with open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}") as store:
+        for memories in (store, InMemoryMemories()):
+            with pytest.raises(StoreInputError) as error:
+                memories.save("C-1042", memory)
+            refused.append(str(error.value))
+            assert memories.recall("C-1042") == []
+    assert refused[0] == refused[1], f"the store and the in-kernel memories differ: {FIX}"
+
+
+def test_the_in_kernel_memories_keep_copies_as_a_store_does():
+    memories, memory = InMemoryMemories(), memory_of(0)
+    memories.save("C-1042", memory)
+    memory["jev_answered"]["team"] = "changed after the save"
+    memories.recall("C-1042")[0]["jev_answered"]["team"] = "changed after a recall"
+    assert memories.recall("C-1042") == [memory_of(0)], (
+        "InMemoryMemories (memorybook/memory.py) must keep a copy of what is saved and recall "
+        "copies, as a store's memories are: otherwise an app's later edit changes its memory")
+
+
+def test_a_state_of_the_example_is_the_callers_own_to_change():
+    from memorybook.example import CUSTOMERS, later_state
+
+    state = later_state("C-1042", 0)
+    state["customer"]["company"] = "changed by the app"
+    assert later_state("C-1042", 1)["customer"] == CUSTOMERS["C-1042"] == {
+        "id": "C-1042", "company": "Acme Corp"}, (
+        "memorybook/example.py's ticket_state() must give each state a customer of its own: "
+        "changing one state changed the example's customers, and every later call would miss")

@@ -10,10 +10,13 @@ import pytest
 import memorybook.stand_in
 from memorybook import (
     InMemoryMemories,
+    Jev,
     MadeUpAnswerError,
     MadeUpJev,
     MemorybookError,
+    QuestionsError,
     ask_with_memory,
+    request_json,
 )
 from memorybook.example import ROUTE
 from memorybook.memory import GATE
@@ -63,3 +66,33 @@ def test_answers_that_do_not_fit_the_questions_are_refused_naming_the_question(
 def test_an_answer_among_the_options_is_a_response_of_the_stand_ins(questions):
     response = MadeUpJev(lambda state, asked: {"team": "billing"}).ask(STATE, questions)
     assert response.model == MadeUpJev.MODEL and response.answers["team"].choice == "billing"
+
+
+ASKERS = {"MadeUpJev": lambda: MadeUpJev(lambda state, asked: {"team": "billing"}).ask,
+          "Jev": lambda: Jev(mode="replay").ask}
+
+
+@pytest.mark.parametrize("questions", [
+    [ROUTE["team"]],
+    {"team": "Which team?"},
+    {"team": {**AS_DICTS["team"], "type": "pick"}},
+    {"team": {"type": "choice", "instructions": "Which team?"}},
+], ids=["a list", "a string", "an unknown type", "a choice without options"])
+@pytest.mark.parametrize("asker", sorted(ASKERS))
+def test_questions_jev_refuses_the_stand_in_refuses_alike_before_answering(asker, questions):
+    with pytest.raises(QuestionsError) as refused:
+        ASKERS[asker]()(STATE, questions)
+    message = str(refused.value)
+    assert "\n" not in message and ("'team'" in message or "list" in message), (
+        f"{asker}.ask() must refuse questions that are not the SDK's with one line of "
+        f"QuestionsError (memorybook/questions.py), naming the question: {message}")
+
+
+def test_a_question_as_a_dict_is_the_same_request_as_the_object():
+    as_dict = {"team": AS_DICTS["team"]}
+    assert request_json(STATE, as_dict) == request_json(STATE, ROUTE), (
+        "memorybook/questions.py must read a question given as a dict into the SDK's object, so "
+        "that its request and cache key are the object's")
+    jev = MadeUpJev(lambda state, asked: {"team": "billing"})
+    jev.ask(STATE, as_dict)
+    assert jev.calls[0]["questions"] == ROUTE

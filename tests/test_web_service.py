@@ -26,7 +26,7 @@ from asgi_lifespan import LifespanManager
 from memorybook.config import RECORDING_PATH
 from memorybook.example import EARLIER, ROUTE, ticket_state
 from memorybook.gates import PendingGates
-from memorybook.memory import MEMORY_KEY, InMemoryMemories
+from memorybook.memory import MEMORY_KEY, InMemoryMemories, StateError
 from memorybook.service import create_app
 from memorybook.wrapper import ask_with_memory_async
 from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev, live_env, loopback_http
@@ -203,37 +203,28 @@ def test_a_failing_gate_leaves_the_reply_intact_and_is_logged_once_without_secre
     assert CANARY_KEY not in caplog.text and CANARY_PASSWORD not in caplog.text, caplog.text
 
 
-@pytest.mark.parametrize("ticket", [
-    {"id": "T-901"}, "T-901", ["T-901"], None, {"id": 901}, {"id": "  "}, {}, "missing"])
-def test_a_failing_gate_is_logged_once_naming_the_ticket_whatever_the_state_holds(
-        caplog, ticket):
+@pytest.mark.parametrize("ticket", ["T-901", ["T-901"], None, {"id": 901}, {"id": "  "}, {},
+                                    "missing"])
+def test_a_state_whose_ticket_has_no_id_is_refused_before_its_reply_and_its_gate(caplog, ticket):
     state = {"customer": {"id": "C-1042"}}
     if ticket != "missing":
         state["ticket"] = ticket
     jev = SlowGate()
 
-    async def failing_gate(state, questions):
-        if "remember" in questions:
-            raise RuntimeError("the gate's endpoint is down")
-        return await jev.ask_async(state, questions)
-
     async def scenario():
         gates = PendingGates()
-        await ask_with_memory_async(state, ROUTE, InMemoryMemories(), gates=gates,
-                                    ask=failing_gate)
-        await gates.drain()
-        return [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        try:
+            await ask_with_memory_async(state, ROUTE, InMemoryMemories(), gates=gates,
+                                        ask=jev.ask_async)
+        finally:
+            await gates.drain()
 
-    with caplog.at_level(logging.ERROR):
-        left = asyncio.run(scenario())
-    records = [r for r in caplog.records if r.name == "memorybook"]
-    assert len(records) == 1 and left == [], (
-        f"a gate failing on a state whose ticket is {ticket!r} was logged {len(records)} times: "
-        "keep_if_worth_it() (memorybook/wrapper.py) must log once, its own lookup of the ticket "
-        f"never raising inside its except; other log records: {caplog.text}")
-    message = records[0].getMessage()
-    named = "T-901" if ticket == {"id": "T-901"} else "without an id"
-    assert "C-1042" in message and named in message and "endpoint is down" in message, message
+    with caplog.at_level(logging.ERROR), pytest.raises(StateError, match="`ticket.id`"):
+        asyncio.run(scenario())
+    assert jev.routed == [] and not jev.gates_waiting and not caplog.records, (
+        f"a state whose ticket is {ticket!r} cannot be remembered: ask_with_memory_async() "
+        "(memorybook/wrapper.py) must refuse it before asking, not fail in its gate afterwards "
+        f"({len(jev.routed)} routing call(s) made; logged: {caplog.text})")
 
 
 def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_logged(

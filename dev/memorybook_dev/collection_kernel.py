@@ -24,8 +24,9 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from memorybook.api_errors import LiveCallFailed, describe_api_failure
+from memorybook.api_errors import describe_api_failure
 from memorybook.config import API_KEY_ENV, replay_only_reason
+from memorybook.errors import MemorybookError
 from memorybook.jev import request_json
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key, cooksafe_key, system_one_request
@@ -92,6 +93,10 @@ class AnswersChecked:
             check_answer(answer, request, key=cooksafe_key(name, args, kwargs),
                          path=Path(self._cache.path).resolve())
         return answer
+
+
+class LiveCallFailed(MemorybookError, RuntimeError):
+    """A live call in a notebook failed; the message says what to do, every secret taken out."""
 
 
 def explanation(shell, error: BaseException, traceback: TracebackType | None,

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys, decode_all
-from memorybook.store.pending import GateRecords
+from memorybook.store.pending import GateRecords, PendingGate
 from memorybook.store.retention import (
     FORGOTTEN,
     SUPERSEDED,
@@ -74,10 +74,14 @@ class Memories(Protocol):
 
 @runtime_checkable
 class MemoryStore(Memories, Protocol):
-    """Memories kept outside the process: a store also lets memories expire (``sweep()``),
-    keeps their ``history()``, reports what it noticed, and closes."""
+    """Memories kept outside the process: a store also lets memories expire (``sweep()``,
+    ``save(expires_at=...)``), keeps their ``history()`` and the gates still to run, reports what
+    it noticed, and closes."""
 
     notices: list[str]
+
+    def save(self, customer_id: str, memory: dict,
+             expires_at: datetime | None = None) -> list[dict]: ...
 
     def supersede(self, customer_id: str, ticket_id: str) -> list[dict]: ...
 
@@ -86,6 +90,10 @@ class MemoryStore(Memories, Protocol):
     def history(self, customer_id: str) -> list[HistoryEvent]: ...
 
     def serving_alone(self) -> AbstractContextManager[None]: ...  # held by a service process
+
+    def record_gate(self, customer_id: str, memory: dict) -> PendingGate: ...
+
+    def settle_gate(self, gate: PendingGate, keep: bool) -> bool: ...
 
     def close(self) -> None: ...
 

@@ -391,10 +391,9 @@ class PostgresDatabase(SqlDatabase):
 
     def _shown_error(self, error: Exception) -> str:
         """The error's text on one line, without the URL's password in any form."""
-        text = " ".join(str(error).split())
-        for secret in passwords_in(self._url):
-            text = text.replace(secret, "***")
-        return text
+        from memorybook.redaction import redact_key  # here: the store alone loads no config
+
+        return redact_key(" ".join(str(error).split()), *passwords_in(self._url))
 
 
 class _ConnectAttempt:
@@ -526,6 +525,8 @@ def _import_psycopg() -> Any:
         import psycopg
     except ImportError:
         raise MemoryStoreError(
-            "PostgreSQL memory stores need psycopg 3: pip install 'psycopg[binary]'."
+            "PostgreSQL memory stores need psycopg 3, which memorybook's `postgres` extra "
+            "brings: pip install 'memorybook[postgres]' (from a clone: "
+            "'path/to/clone[postgres]')."
         ) from None
     return psycopg

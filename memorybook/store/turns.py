@@ -15,26 +15,46 @@ keyed digest, so no customer id reaches the server in plain text. A wait for a t
 process holds longer than the store's `timeout` fails with MemoryStoreError, and the call with it.
 For PostgreSQL only: on SQLite, `customer_lock()` takes the whole file's write lock, which the
 saves would then wait for.
+
+Each turn held is a connection to the server, so a process holds at most `at_most` turns at once
+(TURNS_AT_ONCE by default); a call beyond them waits for one to be given back, as long as the
+store's `timeout` at most. Once given back, at most KEPT_IDLE connections are kept for the next
+turns and the others closed: a process's connections stay bounded, and shrink once it is quiet.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from memorybook.store.base import MemoryStore
 from memorybook.store.opening import open_store
+from memorybook.store.postgres import POSTGRES_LOCK_TIMEOUT_SECONDS
+from memorybook.store.validation import MemoryStoreError, StoreInputError
 
 TURN_PREFIX = "turn of "  # the lock's name: "turn of C-1042", never the customer's own
+# Customers whose turns one process holds at once, each on a connection of its own: twice the
+# requests to Jev a service has in flight by default (memorybook/in_flight.py), so that as many
+# customers waiting for a slot hold theirs too (the service passes twice its own limit). Two
+# replicas then use at most 34 of PostgreSQL's default 100 connections (each store object has
+# one more).
+TURNS_AT_ONCE = 16
+KEPT_IDLE = 4  # connections kept open for the next turns once theirs have been given back
 
 
 class CustomerTurns:
     """Turns for the customers of the store at `url`, one store object (a connection) per turn
-    held, kept for reuse."""
+    held: at most `at_most` at once, KEPT_IDLE of them kept for reuse. `options`: open_store()'s
+    (`timeout` bounds the wait for a turn, as it bounds the lock)."""
 
-    def __init__(self, url: str, **options) -> None:
-        self.url, self.options = url, options
+    def __init__(self, url: str, *, at_most: int = TURNS_AT_ONCE, **options: Any) -> None:
+        if not isinstance(at_most, int) or isinstance(at_most, bool) or at_most < 1:
+            raise StoreInputError(f"at_most must be a positive integer, got {at_most!r}")
+        self.url, self.options, self.at_most = url, options, at_most
         self._idle: list[MemoryStore] = []
         self._lock = threading.Lock()
+        self._connections = threading.BoundedSemaphore(at_most)
+        self._wait_seconds = options.get("timeout") or POSTGRES_LOCK_TIMEOUT_SECONDS
 
     def take(self, customer_id: str) -> Turn:
         """Start waiting for this customer's turn; `wait()` on what it returns."""
@@ -46,15 +66,34 @@ class CustomerTurns:
         for store in idle:
             store.close()
 
+    def _connection(self) -> None:
+        """Wait for one of the `at_most` connections; MemoryStoreError after the store's
+        timeout."""
+        if not self._connections.acquire(timeout=self._wait_seconds):
+            raise MemoryStoreError(
+                f"Waited {self._wait_seconds:g} s for one of this process's {self.at_most} "
+                "connections for customers' turns, which other customers' calls held: nothing "
+                "was sent or saved. Try again in a moment, or raise CustomerTurns(at_most=...) "
+                "within what the server allows (PostgreSQL's max_connections).")
+
     def _store(self) -> MemoryStore:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
         return open_store(self.url, **self.options)
 
-    def _reuse(self, store: MemoryStore) -> None:
-        with self._lock:
-            self._idle.append(store)
+    def _give_back(self, store: MemoryStore | None) -> None:
+        """A turn's connection back: kept for the next turn, or closed past KEPT_IDLE."""
+        try:
+            if store is not None:
+                with self._lock:
+                    keep = len(self._idle) < KEPT_IDLE
+                    if keep:
+                        self._idle.append(store)
+                if not keep:
+                    store.close()
+        finally:
+            self._connections.release()
 
 
 class Turn:
@@ -80,6 +119,14 @@ class Turn:
     def _hold(self) -> None:
         store = None
         try:
+            self._turns._connection()
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting call
+            self._error = error
+            self._held.set()
+            return
+        try:
+            if self._given_back.is_set():  # the call stopped waiting meanwhile
+                return
             store = self._turns._store()
             with store.customer_lock(TURN_PREFIX + self._customer_id):
                 self._held.set()
@@ -91,5 +138,4 @@ class Turn:
                 store = None
         finally:
             self._held.set()
-            if store is not None:
-                self._turns._reuse(store)
+            self._turns._give_back(store)

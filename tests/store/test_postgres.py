@@ -255,3 +255,52 @@ def test_a_postgres_save_or_erasure_waits_for_the_server_once(backend: Backend) 
         "twice, for its rows, then for its history and the commit (write_transaction() in "
         "pipeline mode)."
     )
+
+
+def test_a_process_holds_at_most_its_turns_connections_and_few_once_quiet(tmp_path) -> None:
+    import uuid
+
+    import psycopg
+
+    from memorybook.store.turns import KEPT_IDLE, CustomerTurns
+    from tests.store.conftest import PostgresBackend
+
+    name = f"memorybook-turns-{uuid.uuid4().hex[:8]}"
+
+    def connections() -> int:
+        with psycopg.connect(PostgresBackend.server_url_or_skip(), autocommit=True) as server:
+            return server.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                  "application_name = %s", (name,)).fetchone()[0]
+
+    with PostgresBackend.fresh(tmp_path) as backend:
+        turns = CustomerTurns(f"{backend.url}&application_name={name}", at_most=KEPT_IDLE + 2,
+                              key=new_key(), timeout=1)
+        try:
+            held = [turns.take(f"C-{n}") for n in range(KEPT_IDLE + 2)]
+            for turn in held:
+                turn.wait()
+            one_more = turns.take("C-one-more")
+            started = time.monotonic()
+            with pytest.raises(MemoryStoreError, match=f"{KEPT_IDLE + 2} connections"):
+                one_more.wait()
+            waited, at_most = time.monotonic() - started, connections()
+            for turn in held:
+                turn.give_back()
+            quiet = connections()
+            for _ in range(100):  # the turns' threads give their connections back
+                if quiet <= KEPT_IDLE:
+                    break
+                time.sleep(0.05)
+                quiet = connections()
+            again = turns.take("C-0")
+            again.wait()
+            again.give_back()
+        finally:
+            turns.close()
+    assert at_most == KEPT_IDLE + 2 and waited < 1 + MARGIN_SECONDS, (
+        f"with CustomerTurns(at_most={KEPT_IDLE + 2}), a process held {at_most} connections "
+        f"and a turn beyond them waited {waited:.1f} s: memorybook/store/turns.py must cap the "
+        "turns held at once and bound the wait for one by the store's timeout")
+    assert quiet == KEPT_IDLE, (
+        f"once every turn was given back, {quiet} connections stayed open: "
+        "memorybook/store/turns.py must keep at most KEPT_IDLE")

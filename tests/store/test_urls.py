@@ -18,6 +18,14 @@ from tests.helpers import new_key
         ("postgresql://127.0.0.1:1/memorybook?sslpassword=ssl9qq&user=x", ["ssl9qq"]),
         ("postgresql://u@127.0.0.1:1/memorybook?user=x&sslpassword=ssl8qq", ["ssl8qq"]),
         ("mysql://root:hunter2zz@db/memories", ["hunter2zz"]),
+        # mistyped, and so echoed back in the error: one slash after the scheme, or none
+        ("postgresql:/u:pw5SECRET@127.0.0.1:1/db", ["pw5SECRET"]),
+        ("postgresql:u:pw6SECRET@127.0.0.1:1/db", ["pw6SECRET"]),
+        # libpq's keyword form, which is no URL
+        ("host=127.0.0.1 port=1 user=u password=pw7SECRET dbname=db", ["pw7SECRET"]),
+        ("host=127.0.0.1 password = 'pw8 SECRET' dbname=db", ["pw8", "SECRET"]),
+        ("sqlite:///tmp/x.sqlite3?password=pw9SECRET", ["pw9SECRET"]),
+        ("sqlite://u:pwASECRET@/x.sqlite3", ["pwASECRET"]),
     ],
 )
 def test_no_part_of_a_database_password_shows_in_an_error(

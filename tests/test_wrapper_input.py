@@ -1,0 +1,65 @@
+"""ask_with_memory() and its async twin refuse, before asking anything, a state or a threshold
+that would only fail once Jev had answered (or silently keep nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memorybook import (
+    MEMORY_KEY,
+    InMemoryMemories,
+    MadeUpJev,
+    PendingGates,
+    StateError,
+    ask_with_memory,
+    ask_with_memory_async,
+)
+from memorybook.example import ROUTE
+
+STATE = {"customer": {"id": "C-1"}, "ticket": {"id": "T-1", "subject": "Invoice"}}
+REFUSED = [
+    ({**STATE, "ticket": {"subject": "Invoice"}}, {}, "`ticket.id`"),
+    ({**STATE, "ticket": {"id": "  "}}, {}, "`ticket.id`"),
+    ({"customer": {"id": "C-1"}}, {}, "`ticket.id`"),
+    ({**STATE, MEMORY_KEY: [{"request": STATE}]}, {}, MEMORY_KEY),
+    ({"ticket": {"id": "T-1"}}, {}, "`customer.id`"),
+    (STATE, {"remember_at": "0.5"}, "remember_at"),
+    (STATE, {"remember_at": 2}, "remember_at"),
+    (STATE, {"remember_at": float("nan")}, "remember_at"),
+    (STATE, {"remember_at": True}, "remember_at"),
+]
+IDS = ["a ticket without an id", "a blank ticket id", "no ticket", "memories of its own",
+       "no customer", "a threshold as text", "a threshold above 1", "a NaN threshold",
+       "a bool threshold"]
+
+
+def made_up() -> MadeUpJev:
+    return MadeUpJev(lambda state, questions: (
+        {"remember": 0.9} if "remember" in questions else {"team": "billing"}))
+
+
+@pytest.mark.parametrize(("state", "options", "named"), REFUSED, ids=IDS)
+@pytest.mark.parametrize("which", ["ask_with_memory", "ask_with_memory_async"])
+def test_a_state_or_threshold_it_cannot_take_is_refused_before_anything_is_asked(
+        which, state, options, named):
+    jev, memories = made_up(), InMemoryMemories()
+    with pytest.raises(StateError) as refused:
+        if which == "ask_with_memory":
+            ask_with_memory(state, ROUTE, memories, ask=jev.ask, **options)
+        else:
+            asyncio.run(ask_with_memory_async(state, ROUTE, memories, gates=PendingGates(),
+                                              ask=jev.ask_async, **options))
+    message = str(refused.value)
+    assert named in message and "\n" not in message and jev.calls == [], (
+        f"{which}() (memorybook/wrapper.py) must refuse this with StateError naming {named} "
+        f"(memorybook/memory.py's checked_state / checked_remember_at) before asking Jev; it "
+        f"asked {len(jev.calls)} time(s) and said: {message}")
+
+
+def test_a_state_it_can_take_is_asked_and_remembered():
+    jev, memories = made_up(), InMemoryMemories()
+    for remember_at in (0, 0.5, 1):
+        ask_with_memory(STATE, ROUTE, memories, ask=jev.ask, remember_at=remember_at)
+    assert len(memories.recall("C-1")) == 2 and len(jev.calls) == 6  # 0.9 passes 0 and 0.5
