@@ -14,6 +14,27 @@ on a schedule. Each gate is recorded in the store before its reply: one left pen
 that died runs in the next service up on that store. Every request passes the guard first
 (memorybook/service_guard.py); the contract, the id rule and every status answered are in
 memorybook/service_models.py and `/openapi.json`.
+
+Running it. The environment sets it up: TYPESAFE_API_KEY (none: replay only) and
+TYPESAFE_ENDPOINT; MEMORYBOOK_STORE_URL (by default a SQLite file in .memorybook/ of the nearest
+folder holding a pyproject.toml, else the working one) and MEMORYBOOK_STORE_KEY (PostgreSQL needs
+it; SQLite makes a key file beside the database and logs where: back it up with it);
+MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service_settings.py.
+- Replicas share a PostgreSQL store; a process holds at most twice MEMORYBOOK_MAX_IN_FLIGHT
+  connections for customers' turns (memorybook/store/turns.py) and one for its store: 17 by
+  default. A SQLite file takes one process: a second, or
+  `uvicorn --workers 2`, is refused at startup (uvicorn then exits 0 after stopping the first).
+- A request takes at most about twice MEMORYBOOK_TIMEOUT_SECONDS, plus that again when it
+  waits for the customer's earlier calls: its turn, then a slot to Jev, then the call, each
+  bounded. Set a proxy's time-outs and a shutdown's grace above that.
+- SIGTERM stops taking requests, runs the pending gates and exits with 143 (uvicorn re-raises
+  the signal); a gate killed before its end runs on the next start.
+- `GET /health` reads no store: it says the process answers, not that its store does.
+- uvicorn times out neither slow bodies nor idle connections: put a reverse proxy in front.
+  Behind one on this machine, the service sees itself reached on loopback, so set
+  MEMORYBOOK_SERVICE_TOKEN there too.
+- A gate that fails (its call to Jev, say) is logged and its memory not kept; it is not
+  retried. A client that retries a ticket the service had answered sends it with its own memory.
 """
 
 from __future__ import annotations
@@ -121,8 +142,11 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         # At most settings.max_in_flight requests to Jev at once, replies' before gates'
         in_flight = InFlight(settings.max_in_flight, wait_at_most=app.state.wait_at_most)
         app.state.ask, app.state.ask_gate = in_flight.routing(ask), in_flight.gating(ask)
+        log_where_uvicorn_logs()
         app.state.memories = await asyncio.to_thread(open_store, url or None,
                                                      retention=retention, **store_options)
+        for notice in getattr(app.state.memories, "notices", ()):  # a new key file, say
+            log.info("the memory store: %s", one_line(notice))
         try:
             serving = app.state.memories.serving_alone()  # one process per SQLite file
             serving.__enter__()
@@ -185,11 +209,12 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         except MemoryStoreError as error:
             return JSONResponse({"detail": store_failed(error)}, status_code=503)
         except TypeSafeError as error:
-            # The whole story, redacted, for whoever runs the service; the client gets no
-            # endpoint, header or text of the upstream's.
+            # What failed, redacted, for whoever runs the service, without what the API said,
+            # which may quote the ticket; the client gets no endpoint, header or text of the
+            # upstream's either.
             log.error("routing ticket %s of customer %s failed: %s",
                       shown(state["ticket"]["id"]), state["customer"]["id"],
-                      " ".join(describe_api_failure(error).splitlines()))
+                      " ".join(describe_api_failure(error, quoting_the_api=False).splitlines()))
             return JSONResponse({"detail": jev_failed(error)}, status_code=502)
         return JSONResponse(response.model_dump(mode="json"))
 
@@ -211,7 +236,8 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         events = await in_turn(request, "history", customer)
         return {"customer_id": customer, "events": [event._asdict() for event in events]}
 
-    @app.get(HEALTH_PATH, response_model=Health, openapi_extra={"security": []})
+    @app.get(HEALTH_PATH, response_model=Health, openapi_extra={"security": []},
+             responses={413: GUARD_ANSWERS[413]})
     async def health():
         return {"status": "ok"}
 
@@ -253,6 +279,19 @@ def methods_at(app: FastAPI, path: str) -> set[str]:
     return methods
 
 
+def log_where_uvicorn_logs() -> None:
+    """Under uvicorn's own logging set-up (no --log-config of the app's), the service's lines go
+    where uvicorn's go, in its format, from INFO up: without this they reach stderr bare, and
+    INFO not at all. Logging an app has set up, or none (a notebook), is left as it is."""
+    ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
+    if ours.hasHandlers() or not uvicorns.handlers:
+        return
+    for handler in uvicorns.handlers:
+        ours.addHandler(handler)
+    if ours.level == logging.NOTSET:
+        ours.setLevel(logging.INFO)
+
+
 async def in_turn(request: Request, call: str, customer: str):
     """The store's `call` for the customer, in a worker thread, in the customer's turn: after
     every pending gate of theirs, here and in other processes, and any a stopped process left,
@@ -269,7 +308,10 @@ async def in_turn(request: Request, call: str, customer: str):
 
 
 def store_failed(error: MemoryStoreError) -> str:
-    return f"the memory store failed: {one_line(redact(error))}"
+    """A store failure's 503 in one line. What failed goes to the service's log, not to the
+    client: it names the database, its host or its file."""
+    log.error("the memory store failed: %s", one_line(redact(error)))
+    return "the memory store failed: try again later; the service's log has the details."
 
 
 def jev_failed(error: TypeSafeError) -> str:
@@ -284,8 +326,11 @@ def jev_failed(error: TypeSafeError) -> str:
         how = f" (its API answered HTTP {error.status})"
     else:
         how = ""
-    return (f"asking Jev to route the ticket failed{how}: try again later; the service's log "
-            "has the details.")
+    # A refused key, or a request refused as such, will not pass on a retry: whoever runs the
+    # service must act (its log says how).
+    then = ("whoever runs the service must fix it" if isinstance(error, TypeSafeAPIError)
+            and error.status in (400, 401, 403, 404, 422) else "try again later")
+    return f"asking Jev to route the ticket failed{how}: {then}; the service's log has the details."
 
 
 async def sweep_on_schedule(memories, every: timedelta) -> None:

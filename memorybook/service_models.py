@@ -157,6 +157,8 @@ GUARD_ANSWERS = {
           "has no `Authorization: Bearer` with it."},
     403: {"model": Problem, "description": "The request came from beyond this machine and no "
           "MEMORYBOOK_SERVICE_TOKEN is set."},
+    413: {"model": Problem, "description": "The request's Content-Length is over "
+          "MEMORYBOOK_MAX_BODY_BYTES (1,000,000 by default)."},
     422: {"model": Problem, "description": "A customer id that breaks the rule, or a body the "
           "service does not take; the reason in one line."},
     503: {"model": Unavailable, "description": "The memory store failed or did not answer in "

@@ -149,11 +149,32 @@ def refusal_to_bind(host: str) -> str | None:
             f"in {ALLOWED_HOSTS_ENV}; nothing was started. Or leave HOST at 127.0.0.1.")
 
 
-def main(argv: list[str]) -> int:
-    """`python -m memorybook.service_settings HOST`: exit 0 if the service may listen there,
-    else print why in one line and exit 2."""
+def reason_it_cannot_start() -> str | None:
+    """Why the service would stop at startup, in one line, or None: the recording it reads and
+    the store it opens are tried as it will try them (the store is opened, a new one made, and
+    closed again; what it noticed, such as a new key file to back up, is printed)."""
+    from memorybook.errors import MemorybookError
+    from memorybook.jev import Jev
+    from memorybook.store import open_store
+
     try:
-        why = refusal_to_bind(argv[0] if argv else "127.0.0.1")
+        Jev().read_recording()
+        store = open_store(retention=ServiceSettings.from_environment().retention)
+    except MemorybookError as error:
+        said = " ".join(str(error).split())
+        return f"make serve: the service cannot start: {said}"
+    store.close()
+    for notice in store.notices:  # a new key file to back up: the service would not see it new
+        print(f"make serve: the memory store: {notice}", file=sys.stderr)
+    return None
+
+
+def main(argv: list[str]) -> int:
+    """`python -m memorybook.service_settings HOST`: exit 0 if the service may listen there and
+    can start, else print why in one line and exit 2: `make serve`'s check before uvicorn, whose
+    own report of a failed start is a traceback."""
+    try:
+        why = refusal_to_bind(argv[0] if argv else "127.0.0.1") or reason_it_cannot_start()
     except ConfigError as error:
         why = f"make serve: {error}"
     if why is None:

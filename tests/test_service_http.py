@@ -317,7 +317,8 @@ class FailingStore(InMemoryMemories):
         pass
 
 
-def test_a_failing_store_is_a_503_in_one_line_on_every_route(tmp_path, monkeypatch):
+def test_a_failing_store_is_a_503_in_one_line_on_every_route_and_logged(tmp_path, monkeypatch,
+                                                                          caplog):
     monkeypatch.setattr("memorybook.service.open_store", lambda *args, **kwargs: FailingStore())
     app, _ = service(tmp_path)
 
@@ -327,10 +328,20 @@ def test_a_failing_store_is_a_503_in_one_line_on_every_route(tmp_path, monkeypat
                 await http.delete("/customers/C-1042/memories"),
                 await http.get("/customers/C-1042/history")]
 
-    for answer in talk(app, requests):
+    with caplog.at_level(logging.ERROR, logger="memorybook"):
+        answers = talk(app, requests)
+    for answer in answers:
         detail = one_line(answer, 503, "a MemoryStoreError must be a 503 (in_turn() and "
                                        "route_ticket() in memorybook/service.py)")
-        assert "no answer from db.example" in detail, detail
+        assert "db.example" not in detail and "log" in detail, (
+            "a 503 for a failed store must not show the client the database's host, file or "
+            f"error, and must say where they are (store_failed() in memorybook/service.py): "
+            f"{detail}")
+    logged = [r.getMessage() for r in caplog.records if "no answer from db.example" in
+              r.getMessage()]
+    assert len(logged) == len(answers) and all("\n" not in line for line in logged), (
+        "each store failure must be logged once, in one line, for whoever runs the service "
+        f"(store_failed() in memorybook/service.py): {caplog.text}")
 
 
 UPSTREAM = "https://jev-internal.example:8443"
@@ -437,7 +448,8 @@ def test_a_call_the_recording_lacks_is_logged_by_its_ids_alone(tmp_path, caplog)
     with caplog.at_level(logging.WARNING, logger="memorybook"):
         answer = talk(app, lambda http: http.post("/tickets", json=ticket()))
     assert answer.status_code == 503 and answer.json()["likely_causes"] == ["A new ticket."]
-    [record] = [r for r in caplog.records if r.name == "memorybook"]
+    [record] = [r for r in caplog.records if r.name == "memorybook"
+                and not r.getMessage().startswith("the memory store: Created a new")]
     assert "T-901" in record.getMessage() and "C-1042" in record.getMessage() and (
         "Question" not in caplog.text), (
         f"a miss must be logged once, by ticket and customer id and no words of the ticket "
@@ -845,11 +857,13 @@ def test_retention_days_from_the_environment(tmp_path, monkeypatch):
 
 
 STATUSES = {"/tickets": {"post": {"200", "400", "401", "403", "413", "415", "422", "502", "503"}},
-            "/customers/{customer}/memories": {"get": {"200", "400", "401", "403", "422", "503"},
-                                               "delete": {"200", "400", "401", "403", "422",
+            "/customers/{customer}/memories": {"get": {"200", "400", "401", "403", "413", "422",
+                                                       "503"},
+                                               "delete": {"200", "400", "401", "403", "413", "422",
                                                           "503"}},
-            "/customers/{customer}/history": {"get": {"200", "400", "401", "403", "422", "503"}},
-            "/health": {"get": {"200"}}}
+            "/customers/{customer}/history": {"get": {"200", "400", "401", "403", "413", "422",
+                                                      "503"}},
+            "/health": {"get": {"200", "413"}}}
 
 
 def test_the_openapi_schema_types_every_body_and_lists_every_status(tmp_path):
@@ -942,3 +956,24 @@ def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
     assert [answer.status_code for answer in talk(app, requests)] == [200] * 10, (
         "with every gate hanging, the replies must still go: gates never take the last slot "
         "(InFlight.gate_limit, memorybook/in_flight.py)")
+
+
+def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypatch, capsys):
+    import io
+
+    from memorybook.service import log_where_uvicorn_logs
+
+    ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)  # as uvicorn's LOGGING_CONFIG sets up its own
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+    monkeypatch.setattr(uvicorns, "handlers", [handler])
+    monkeypatch.setattr(ours, "handlers", [])
+    monkeypatch.setattr(ours, "level", logging.NOTSET)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # no logging of the app's own
+    log_where_uvicorn_logs()
+    ours.info("swept 3 expired memories")
+    assert stream.getvalue() == "INFO:     swept 3 expired memories\n", (
+        "under uvicorn's own logging set-up, the memorybook logger must use uvicorn's handlers "
+        "from INFO up (log_where_uvicorn_logs() in memorybook/service.py): otherwise its lines "
+        f"reach stderr bare, INFO not at all; got {stream.getvalue()!r}")

@@ -498,9 +498,12 @@ def test_make_serve_answers_within_5_s_and_stops_on_ctrl_c_leaving_nothing_runni
             f"make serve answered {seconds:.1f} s after starting, its processes using {cpu:.1f} "
             "s of CPU: it must answer within 5 s (uvicorn importing memorybook.service)")
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole group
-        process.communicate(timeout=30)
+        _, said = process.communicate(timeout=30)
     finally:
         stop_for_good(process)
+    assert said.count("Created a new encryption key") == 1 and "Keep it safe" in said, (
+        "make serve on a new SQLite store must say once where its new key file is and to back "
+        f"it up (memorybook/service_settings.py's check before uvicorn): {said}")
     left = [pid for pid in group if psutil.pid_exists(pid)
             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert left == [], f"still running after Ctrl-C of make serve: {left}"
