@@ -23,7 +23,12 @@ from datetime import UTC, datetime, timedelta
 import httpx2
 import pytest
 from asgi_lifespan import LifespanManager
-from typesafe_sdk import TypeSafeAPIConnectionError, TypeSafeBadRequestError
+from typesafe_sdk import (
+    TypeSafeAPIConnectionError,
+    TypeSafeAuthenticationError,
+    TypeSafeBadRequestError,
+    TypeSafeInternalServerError,
+)
 
 from memorybook import MadeUpJev, MemoryStoreError
 from memorybook.api_errors import CallTimeoutError
@@ -350,7 +355,14 @@ FAILURES = {
     "the API refused the request": (TypeSafeBadRequestError(
         400, {"error": f"bad request; you sent X-Route-Secret: route-7 and Authorization: Bearer "
                        f"{CANARY_KEY}"}, httpx2.Headers({"x-typesafe-request-id": "req-81"}),
-        endpoint=f"POST {UPSTREAM}/v1/system-one"), "its API answered HTTP 400"),
+        endpoint=f"POST {UPSTREAM}/v1/system-one"),
+        "its API answered HTTP 400): whoever runs the service must fix it"),
+    "the key refused": (TypeSafeAuthenticationError(
+        401, {"error": "invalid key"}, httpx2.Headers(), endpoint=f"POST {UPSTREAM}/v1/x"),
+        "its API answered HTTP 401): whoever runs the service must fix it"),
+    "the API failing": (TypeSafeInternalServerError(
+        500, {"error": "down"}, httpx2.Headers(), endpoint=f"POST {UPSTREAM}/v1/x"),
+        "its API answered HTTP 500): try again later"),
     "no connection": (TypeSafeAPIConnectionError("Connection error."),
                       "could not connect to its API"),
     "no answer in time": (CallTimeoutError(f"no answer from {UPSTREAM} within 5 s"),
@@ -977,3 +989,25 @@ def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypa
         "under uvicorn's own logging set-up, the memorybook logger must use uvicorn's handlers "
         "from INFO up (log_where_uvicorn_logs() in memorybook/service.py): otherwise its lines "
         f"reach stderr bare, INFO not at all; got {stream.getvalue()!r}")
+
+
+def test_make_serves_check_names_a_store_or_recording_the_service_cannot_start_with(
+        tmp_path, monkeypatch, capsys):
+    from memorybook.service_settings import main
+
+    monkeypatch.setenv("MEMORYBOOK_STORE_URL", f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    monkeypatch.setenv("MEMORYBOOK_STORE_KEY", "not-a-key")
+    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
+    assert main(["127.0.0.1"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("make serve: the service cannot start: ") and said.count("\n") == 1 \
+        and "MEMORYBOOK_STORE_KEY" in said, (
+        "make serve's check (memorybook/service_settings.py) must stop a service that could not "
+        f"open its store, in one line naming why, before uvicorn's traceback: {said!r}")
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY")
+    broken = tmp_path / "recording.json"
+    broken.write_text("{not json", encoding="utf-8")
+    monkeypatch.setenv("MEMORYBOOK_RECORDING", str(broken))
+    assert main(["127.0.0.1"]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "recording.json" in said, said
