@@ -170,7 +170,7 @@ BODY_ANSWERS = {
     413: {"model": Problem, "description": "The body is larger than MEMORYBOOK_MAX_BODY_BYTES "
           "(1,000,000 by default)."},
     415: {"model": Problem, "description": "The body was not sent as JSON (Content-Type: "
-          "application/json)."},
+          "application/json), or was sent compressed (Content-Encoding)."},
     502: {"model": Problem, "description": "A live call to Jev failed or timed out: what "
           "failed, and the API's HTTP status; the service's log has the details."},
 }
@@ -256,6 +256,10 @@ async def read_ticket_state(request: Request) -> dict:
         sent = f"not {shown(content_type)}" if content_type else "not without a Content-Type"
         raise HTTPException(415, f"send the state as JSON, with Content-Type: application/json "
                                  f"({sent}).")
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":  # a compressed body, which this service does not decode
+        raise HTTPException(415, f"send the state uncompressed (not Content-Encoding: "
+                                 f"{shown(encoding)}).")
     try:
         body = await request.body()
     except ClientDisconnect:  # the client's doing, which anyone may repeat: no traceback
