@@ -22,8 +22,8 @@ it; SQLite makes a key file beside the database and logs where: back it up with 
 MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service_settings.py.
 - Replicas share a PostgreSQL store; a process holds at most twice MEMORYBOOK_MAX_IN_FLIGHT
   connections for customers' turns (memorybook/store/turns.py) and one for its store: 17 by
-  default. A SQLite file takes one process: a second, or
-  `uvicorn --workers 2`, is refused at startup (uvicorn then exits 0 after stopping the first).
+  default. A SQLite file takes one process: a second, or `uvicorn --workers 2`, is refused at
+  startup (uvicorn then exits 0 after stopping the first).
 - A request takes at most about twice MEMORYBOOK_TIMEOUT_SECONDS, plus that again when it
   waits for the customer's earlier calls: its turn, then a slot to Jev, then the call, each
   bounded. Set a proxy's time-outs and a shutdown's grace above that.
@@ -326,10 +326,11 @@ def jev_failed(error: TypeSafeError) -> str:
         how = f" (its API answered HTTP {error.status})"
     else:
         how = ""
-    # A refused key, or a request refused as such, will not pass on a retry: whoever runs the
-    # service must act (its log says how).
-    then = ("whoever runs the service must fix it" if isinstance(error, TypeSafeAPIError)
-            and error.status in (400, 401, 403, 404, 422) else "try again later")
+    # A refused key or endpoint is the operator's to fix (the log says how); a request refused
+    # as it is fails again unchanged; anything else may pass on a retry.
+    status = error.status if isinstance(error, TypeSafeAPIError) else None
+    then = ("whoever runs the service must fix it" if status in (401, 403, 404) else
+            "retrying it unchanged will not help" if status in (400, 422) else "try again later")
     return f"asking Jev to route the ticket failed{how}: {then}; the service's log has the details."
 
 

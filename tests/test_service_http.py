@@ -360,7 +360,7 @@ FAILURES = {
         400, {"error": f"bad request; you sent X-Route-Secret: route-7 and Authorization: Bearer "
                        f"{CANARY_KEY}"}, httpx2.Headers({"x-typesafe-request-id": "req-81"}),
         endpoint=f"POST {UPSTREAM}/v1/system-one"),
-        "its API answered HTTP 400): whoever runs the service must fix it"),
+        "its API answered HTTP 400): retrying it unchanged will not help"),
     "the key refused": (TypeSafeAuthenticationError(
         401, {"error": "invalid key"}, httpx2.Headers(), endpoint=f"POST {UPSTREAM}/v1/x"),
         "its API answered HTTP 401): whoever runs the service must fix it"),
