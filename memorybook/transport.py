@@ -23,6 +23,7 @@ import asyncio
 import ipaddress
 import json
 import os
+import re
 import threading
 import time
 import zlib
@@ -52,6 +53,7 @@ from memorybook.replay import ReplayOnlyTransport
 # transport which requests belong to the call whose time is running.
 SDK_RETRY_HEADER = "X-TypeSafe-Retry-Count"
 # A time-out of a read that ends this close to the call's deadline is the deadline's doing.
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")  # a character as JSON may escape it
 _DEADLINE_SLACK_SECONDS = 0.05
 # Of an answer's body, decoded: a System One answer is a few kilobytes.
 MAX_ANSWER_BYTES = 4_000_000
@@ -279,19 +281,26 @@ def _read_answer(response: httpx2.Response, url: httpx2.URL, max_bytes: int) -> 
 
 def _without_the_key(body: bytes) -> bytes:
     """The body with any echo of the API key taken out, so that no SDK error can quote it and
-    no answer can carry it into a recording: in the text as sent, and in the JSON it decodes
-    to, where any character may be written as an escape (\\u0073k-...). A body that is not
-    UTF-8, which hides the key from both, is not passed on: only its size."""
+    no answer can carry it into a recording: in the text as sent, and as it reads once its JSON
+    escapes are decoded (any character may be written \\u0073...), JSON or not. A body that is
+    not UTF-8 text (UTF-16, say, which hides the key between NUL bytes) is not passed on: only
+    its size."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        return f"(a body of {len(body):,} bytes that is not UTF-8, not shown)".encode()
-    try:
-        decoded = json.dumps(json.loads(text), ensure_ascii=False)
-    except ValueError:  # not JSON (NaN and the like decode, and are refused later)
-        decoded = None
-    if decoded is not None and redact_key(decoded) != decoded:
-        return redact_key(decoded).encode("utf-8")
+        text = ""
+    if not text and body or "\x00" in text:
+        return f"(a body of {len(body):,} bytes that is not UTF-8 text, not shown)".encode()
+    try:  # as JSON decodes it, with a byte order mark and raw control characters let through
+        data, is_json = json.loads(text.removeprefix("\ufeff"), strict=False), True
+    except ValueError:  # not JSON: its \\u escapes decoded alone
+        data, is_json = None, False
+    unescaped = (json.dumps(data, ensure_ascii=False) if is_json
+                 else _JSON_ESCAPE.sub(lambda match: chr(int(match.group(1), 16)), text))
+    cleaned = redact_key(unescaped)
+    if cleaned != unescaped:  # written back in ASCII, so that a lone surrogate cannot fail it
+        return (json.dumps(json.loads(cleaned), ensure_ascii=True).encode() if is_json
+                else cleaned.encode("utf-8", errors="backslashreplace"))
     cleaned = redact_key(text)
     return body if cleaned == text else cleaned.encode("utf-8")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import socket
 import threading
 import time
@@ -252,15 +253,31 @@ ERROR_ECHOING_IT = f'{{"error": {{"message": "bad key {KEY}"}}}}'
     pytest.param(answering("400 Bad Request", ERROR_ECHOING_IT.encode("utf-16"),
                            Content_Type="application/json"),
                  id="an error quoting the key in UTF-16"),
+    pytest.param(answering("400 Bad Request", ERROR_ECHOING_IT.encode("utf-16-le"),
+                           Content_Type="application/json"),
+                 id="an error quoting the key in UTF-16 without a byte order mark"),
+    pytest.param(answering("400 Bad Request", b"\xef\xbb\xbf" + ERROR_ECHOING_IT.replace(
+        KEY, ESCAPED_KEY).encode(), Content_Type="application/json"),
+        id="an error quoting the key escaped, after a byte order mark"),
+    pytest.param(answering("400 Bad Request", ERROR_ECHOING_IT.replace(
+        KEY, "\t" + ESCAPED_KEY).encode(), Content_Type="application/json"),
+        id="an error quoting the key escaped, after a raw tab"),
+    pytest.param(answering("200 OK", json.dumps(ANSWER).replace(
+        '"jev-1.14.0"', f'"\\ud800{ESCAPED_KEY}"').encode(), Content_Type="application/json"),
+        id="an answer naming the key escaped, after a lone surrogate"),
 ])
-def test_no_answer_or_error_of_a_hostile_endpoint_carries_the_key(monkeypatch, handler):
-    with raw_server(handler) as base_url:
+def test_no_answer_or_error_of_a_hostile_endpoint_carries_the_key(monkeypatch, caplog,
+                                                                   handler):
+    with raw_server(handler) as base_url, caplog.at_level(logging.INFO):
         outcome, _ = call(monkeypatch, base_url, 2)
+    assert not isinstance(outcome, Exception) or isinstance(outcome, TypeSafeError), (
+        f"a hostile answer must end in the SDK's error, not {outcome!r}")
     shown = (f"{outcome} {outcome!r} {vars(outcome)}" if isinstance(outcome, Exception)
-             else outcome.model_dump_json())
+             else outcome.model_dump_json()) + caplog.text
     if isinstance(outcome, TypeSafeError):
         shown += describe_api_failure(outcome)
-    for form in (KEY, KEY.encode("utf-16-le").decode("latin-1"), ESCAPED_KEY):
+    for form in (KEY, KEY.encode("utf-16-le").decode("latin-1"), ESCAPED_KEY,
+                 repr(KEY.encode("utf-16-le"))[2:-1]):
         assert form not in shown, (
             "memorybook/transport.py's LiveTransport must take the key out of what the endpoint "
             "sends back, however it is spelt (JSON escapes, a header, another encoding), before "
