@@ -68,8 +68,13 @@ def open_store(
     backend = BACKENDS.get(url.partition(":")[0].lower())
     if backend is None:
         examples = dict.fromkeys(store_class.url_example for store_class in BACKENDS.values())
+        # Only its start: the rest of a string that is no URL we know may hold a password in any
+        # form (quoted, after a space, with no scheme), which redacted() would not find.
+        scheme, colon, _ = url.partition(":")
+        start = (f"its scheme, before the first ':', is {shown(redacted(scheme)[:40])}" if colon
+                 else f"it has no scheme (it starts {shown(redacted(url.split(' ')[0])[:40])})")
         raise MemoryStoreError(
-            f"Unsupported memory store URL {shown(redacted(url))}: use {' or '.join(examples)} "
+            f"Unsupported memory store URL: {start}. Use {' or '.join(examples)} "
             f"(pass url= or set {STORE_URL_ENV})."
         )
     return backend.from_url(url, **options)

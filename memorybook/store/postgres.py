@@ -288,13 +288,15 @@ class PostgresDatabase(SqlDatabase):
     def _connect(self) -> Any:
         """A new connection whose waits for locks and statements are bounded by ``timeout``."""
         try:
-            connection = self._connected_by_the_deadline()
+            connection, failed = self._connected_by_the_deadline(), None
         except self._psycopg.Error as error:
-            raise MemoryStoreError(
+            connection, failed = None, self._shown_error(error)
+        if failed is not None:  # raised out here: psycopg's error, which may quote the URL's
+            raise MemoryStoreError(  # password, is not even its hidden __context__
                 f"Could not connect to the PostgreSQL memory store {self.location} "
-                f"({self._shown_error(error)}). Check that the server is running and the URL is "
+                f"({failed}). Check that the server is running and the URL is "
                 "right; this store object connects again at its next call."
-            ) from None
+            )
         self.connection = connection
         self._watchdog.watch(connection.fileno())
         try:

@@ -45,7 +45,8 @@ def test_unsupported_url_is_a_clear_error() -> None:
     with pytest.raises(MemoryStoreError, match="Unsupported memory store URL") as raised:
         open_store("mysql://root:hunter2@db/memories", key=new_key())
     examples = dict.fromkeys(store_class.url_example for store_class in BACKENDS.values())
-    assert f"use {' or '.join(examples)} " in str(raised.value)
+    assert f"Use {' or '.join(examples)} " in str(raised.value)
+    assert "'mysql'" in str(raised.value), raised.value  # what it read as the scheme
     for example in examples:  # each names a scheme that opens its own backend
         assert BACKENDS[example.partition(":")[0]].url_example == example
     assert "hunter2" not in str(raised.value)
