@@ -52,14 +52,16 @@ class PendingGates:
         except TimeoutError:
             raise WaitedTooLong(
                 f"Waited {at_most:g} s for customer {customer}'s earlier calls to finish their "
-                "gates, and went no further: nothing was sent or saved. Try again in a moment."
+                "gates" + (", and for a connection for the customer's turn" if self.turns
+                           else "") + ", and went no further: nothing was sent or saved. Try "
+                "again in a moment."
             ) from None
 
     async def hold(self, customer: str, done: asyncio.Future) -> None:
         """Take the customer's turn across processes too, where `turns` is set."""
         if self.turns is not None:
             turn = self._held[done] = self.turns.take(customer)
-            await asyncio.to_thread(turn.wait)
+            await turn.wait_async()
 
     def end_turn(self, customer: str, done: asyncio.Future, after=None) -> None:
         """End a call's turn, or, with `after`, once that earlier turn has ended."""

@@ -24,7 +24,10 @@ turns and the others closed: a process's connections stay bounded, and shrink on
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from memorybook.store.base import MemoryStore
@@ -104,6 +107,8 @@ class Turn:
         self._turns, self._customer_id = turns, customer_id
         self._held, self._given_back = threading.Event(), threading.Event()
         self._error: BaseException | None = None
+        self._when_held: list[Callable[[], None]] = []
+        self._when_held_lock = threading.Lock()
         threading.Thread(target=self._hold, name="memorybook-turn", daemon=True).start()
 
     def wait(self) -> None:
@@ -111,6 +116,34 @@ class Turn:
         self._held.wait()
         if self._error is not None:
             raise self._error
+
+    async def wait_async(self) -> None:
+        """`wait()`, awaited without a worker thread: calls waiting for turns, as many as there
+        are customers at once, must not take the threads that the turns' holders need for
+        their own store calls."""
+        loop = asyncio.get_running_loop()
+        held = loop.create_future()
+
+        def wake() -> None:  # in the turn's thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(lambda: held.done() or held.set_result(None))
+
+        with self._when_held_lock:
+            if not self._held.is_set():
+                self._when_held.append(wake)
+        if self._held.is_set():
+            held.set_result(None)
+        await held
+        if self._error is not None:
+            raise self._error
+
+    def _mark_held(self) -> None:
+        """The turn is held, or will never be: wake whoever awaits it."""
+        with self._when_held_lock:
+            self._held.set()
+            waiting, self._when_held = self._when_held, []
+        for wake in waiting:
+            wake()
 
     def give_back(self) -> None:
         """Release the turn, or, while it is still awaited, release it as soon as it is held."""
@@ -122,14 +155,14 @@ class Turn:
             self._turns._connection()
         except BaseException as error:  # noqa: BLE001 - handed to the waiting call
             self._error = error
-            self._held.set()
+            self._mark_held()
             return
         try:
             if self._given_back.is_set():  # the call stopped waiting meanwhile
                 return
             store = self._turns._store()
             with store.customer_lock(TURN_PREFIX + self._customer_id):
-                self._held.set()
+                self._mark_held()
                 self._given_back.wait()
         except BaseException as error:  # noqa: BLE001 - handed to the waiting call
             self._error = error
@@ -137,5 +170,5 @@ class Turn:
                 store.close()
                 store = None
         finally:
-            self._held.set()
+            self._mark_held()
             self._turns._give_back(store)

@@ -304,3 +304,43 @@ def test_a_process_holds_at_most_its_turns_connections_and_few_once_quiet(tmp_pa
     assert quiet == KEPT_IDLE, (
         f"once every turn was given back, {quiet} connections stayed open: "
         "memorybook/store/turns.py must keep at most KEPT_IDLE")
+
+
+def test_calls_waiting_for_turns_leave_the_holders_the_threads_their_store_calls_need(
+        tmp_path) -> None:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memorybook.gates import PendingGates
+    from memorybook.store.turns import CustomerTurns
+    from tests.store.conftest import PostgresBackend
+
+    finished: list[str] = []
+
+    async def customers_at_once(url: str) -> None:
+        # As few worker threads as a small machine's default, and more customers than turns
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2))
+        gates = PendingGates(CustomerTurns(url, at_most=2, key=new_key(), timeout=5))
+
+        async def one(customer: str) -> None:
+            previous, done = gates.take_turn(customer)
+            await gates.wait_for_turn(customer, previous, done, 10)
+            try:
+                await asyncio.to_thread(time.sleep, 0.1)  # the holder's recall, say
+                finished.append(customer)
+            finally:
+                gates.end_turn(customer, done)
+
+        try:
+            await asyncio.gather(*(one(f"C-{n}") for n in range(6)))
+        finally:
+            gates.turns.close()
+
+    with PostgresBackend.fresh(tmp_path) as backend:
+        started = time.monotonic()
+        asyncio.run(customers_at_once(backend.url))
+        seconds = time.monotonic() - started
+    assert len(finished) == 6 and seconds < 4, (
+        f"6 customers on 2 turns and 2 worker threads took {seconds:.1f} s ({len(finished)} "
+        "finished): a call waiting for its turn must not hold a worker thread "
+        "(PendingGates.hold() awaits Turn.wait_async(), memorybook/store/turns.py)")
