@@ -74,8 +74,9 @@ def customer_id(state: dict) -> str:
 
 def checked_state(state: object) -> str:
     """The customer a state is about, once it is one ask_with_memory() can take: a
-    `customer.id` and a `ticket.id` (each memory is filed by both), and no MEMORY_KEY (the
-    customer's memories go there on each call). Checked before anything is asked."""
+    `customer.id` and a `ticket.id` (each memory is filed by both), no MEMORY_KEY (the
+    customer's memories go there on each call), and what a store keeps as a memory
+    (StoreInputError otherwise). Checked before anything is asked."""
     customer = customer_id(state)
     ticket = state.get("ticket")  # customer_id() has checked that the state is a dict
     ticket_id = ticket.get("id") if isinstance(ticket, dict) else None
@@ -88,6 +89,11 @@ def checked_state(state: object) -> str:
         raise StateError(
             f"`{MEMORY_KEY}` is where ask_with_memory() puts the customer's memories on each "
             "call; leave it out of the state.")
+    # A state no store would keep as a memory (not JSON, over 1 MB, nested too deeply) is
+    # refused now, as save() would refuse it once both calls had been paid for.
+    from memorybook.store.validation import checked_memory_json  # loads the store: here
+
+    checked_memory_json(customer, {"request": state})
     return customer
 
 

@@ -22,10 +22,11 @@ class QuestionsError(MemorybookError, TypeError):
 
 def question_objects(questions: object) -> dict:
     """The questions with each one as the SDK's object: those given as dicts read into it."""
-    if not isinstance(questions, dict):
+    if not isinstance(questions, dict) or not questions:
+        got = f"a {type(questions).__name__}" if questions else "none"
         raise QuestionsError(
             "questions must be a dict of question ids to typesafe_sdk questions (Noul, Choice, "
-            f"Score, Box), got a {type(questions).__name__}.")
+            f"Score, Box), at least one; got {got}.")
     return {question_id: _question(question_id, question)
             for question_id, question in questions.items()}
 

@@ -13,6 +13,7 @@ from memorybook import (
     MadeUpJev,
     PendingGates,
     StateError,
+    StoreInputError,
     ask_with_memory,
     ask_with_memory_async,
 )
@@ -29,10 +30,13 @@ REFUSED = [
     (STATE, {"remember_at": 2}, "remember_at"),
     (STATE, {"remember_at": float("nan")}, "remember_at"),
     (STATE, {"remember_at": True}, "remember_at"),
+    ({**STATE, "score": float("nan")}, {}, "not JSON-serialisable"),
+    ({**STATE, "tags": ("billing", "urgent")}, {}, "would not come back unchanged"),
+    ({**STATE, "attachment": "x" * 1_000_001}, {}, "bytes of JSON"),
 ]
 IDS = ["a ticket without an id", "a blank ticket id", "no ticket", "memories of its own",
        "no customer", "a threshold as text", "a threshold above 1", "a NaN threshold",
-       "a bool threshold"]
+       "a bool threshold", "NaN in it", "a tuple in it", "over 1 MB"]
 
 
 def made_up() -> MadeUpJev:
@@ -45,7 +49,7 @@ def made_up() -> MadeUpJev:
 def test_a_state_or_threshold_it_cannot_take_is_refused_before_anything_is_asked(
         which, state, options, named):
     jev, memories = made_up(), InMemoryMemories()
-    with pytest.raises(StateError) as refused:
+    with pytest.raises((StateError, StoreInputError)) as refused:
         if which == "ask_with_memory":
             ask_with_memory(state, ROUTE, memories, ask=jev.ask, **options)
         else:
@@ -53,8 +57,9 @@ def test_a_state_or_threshold_it_cannot_take_is_refused_before_anything_is_asked
                                               ask=jev.ask_async, **options))
     message = str(refused.value)
     assert named in message and "\n" not in message and jev.calls == [], (
-        f"{which}() (memorybook/wrapper.py) must refuse this with StateError naming {named} "
-        f"(memorybook/memory.py's checked_state / checked_remember_at) before asking Jev; it "
+        f"{which}() (memorybook/wrapper.py) must refuse this with StateError (or the store's "
+        f"StoreInputError) naming {named} (memorybook/memory.py's checked_state / "
+        f"checked_remember_at) before asking Jev; it "
         f"asked {len(jev.calls)} time(s) and said: {message}")
 
 
