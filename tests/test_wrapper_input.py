@@ -68,3 +68,17 @@ def test_a_state_it_can_take_is_asked_and_remembered():
     for remember_at in (0, 0.5, 1):
         ask_with_memory(STATE, ROUTE, memories, ask=jev.ask, remember_at=remember_at)
     assert len(memories.recall("C-1")) == 2 and len(jev.calls) == 6  # 0.9 passes 0 and 0.5
+
+
+def test_a_gate_that_fails_once_jev_has_answered_keeps_the_answer_on_the_error():
+    def answers(state, questions):
+        if "remember" in questions:
+            raise RuntimeError("the gate's endpoint is down")
+        return {"team": "billing"}
+
+    with pytest.raises(RuntimeError) as failed:
+        ask_with_memory(STATE, ROUTE, InMemoryMemories(), ask=MadeUpJev(answers).ask)
+    answer = getattr(failed.value, "response", None)
+    assert answer is not None and answer.answers["team"].choice == "billing", (
+        "Jev's answer was lost with the gate: ask_with_memory() must attach it to the error as "
+        "`response` (memorybook/wrapper.py)")
