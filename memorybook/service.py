@@ -5,10 +5,11 @@
 
 `POST /tickets` takes a ticket's state (customer, ticket) and returns the routing response
 before the gate (`ask_with_memory_async()`); `GET /customers/{id}/memories` lists a customer's
-memories once their pending gates have finished; `DELETE` erases them; `GET
+memories once their pending gates have finished; `DELETE` erases them, and `DELETE
+/customers/{id}/memories/{ticket}` those of one ticket (a damaged one too); `GET
 /customers/{id}/history` lists what happened to them (events, never content); `GET /health`
-answers a load balancer's probe. Reads and erasures
-take the customer's turn as a call does, across processes too on PostgreSQL. The store is opened
+answers a load balancer's probe. Reads and erasures take the customer's turn as a call does,
+across processes too on PostgreSQL. The store is opened
 at startup and closed at shutdown, after the pending gates; meanwhile expired memories are swept
 on a schedule. Each gate is recorded in the store before its reply: one left pending by a process
 that died runs in the next service up on that store. Every request passes the guard first
@@ -80,6 +81,7 @@ from memorybook.service_models import (
     CUSTOMER_ID_PATTERN,
     CUSTOMER_ID_RULE,
     GUARD_ANSWERS,
+    NOT_REMEMBERED,
     CustomerHistory,
     CustomerMemories,
     Erased,
@@ -91,7 +93,7 @@ from memorybook.service_models import (
     refused_id,
 )
 from memorybook.service_settings import ServiceSettings
-from memorybook.store import STORE_URL_ENV, MemoryStoreError, open_store
+from memorybook.store import STORE_URL_ENV, MemoryNotFoundError, MemoryStoreError, open_store
 from memorybook.store.turns import CustomerTurns
 from memorybook.store.validation import shown
 from memorybook.wrapper import (
@@ -107,6 +109,8 @@ RECOVERY_INTERVAL_SECONDS = 30.0
 log = logging.getLogger("memorybook")
 
 CustomerInPath = Annotated[str, Path(pattern=CUSTOMER_ID_PATTERN, description=CUSTOMER_ID_RULE)]
+TicketInPath = Annotated[str, Path(pattern=r"\S", description="The id of the ticket whose "
+                                   "memories go, as POST /tickets had it: not blank.")]
 
 
 def create_app(store_url: str | None = None, *, retention: timedelta | None = None,
@@ -230,6 +234,12 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         erased = await in_turn(request, "forget_customer", customer)
         return {"erased": len(erased)}
 
+    @app.delete("/customers/{customer}/memories/{ticket}", response_model=Erased,
+                responses={**GUARD_ANSWERS, 404: NOT_REMEMBERED})
+    async def forget_ticket(customer: CustomerInPath, ticket: TicketInPath, request: Request):
+        erased = await in_turn(request, "forget", customer, ticket)
+        return {"erased": len(erased)}
+
     @app.get("/customers/{customer}/history", response_model=CustomerHistory,
              responses=GUARD_ANSWERS)
     async def history_of(customer: CustomerInPath, request: Request):
@@ -292,15 +302,20 @@ def log_where_uvicorn_logs() -> None:
         ours.setLevel(logging.INFO)
 
 
-async def in_turn(request: Request, call: str, customer: str):
-    """The store's `call` for the customer, in a worker thread, in the customer's turn: after
-    every pending gate of theirs, here and in other processes, and any a stopped process left,
-    so that no gate saves behind it. 503 if the store fails or times out."""
+async def in_turn(request: Request, call: str, customer: str, *arguments: str):
+    """The store's `call` for the customer (and `arguments`), in a worker thread, in the
+    customer's turn: after every pending gate of theirs, here and in other processes, and any a
+    stopped process left, so that no gate saves behind it. 404 if there is no such memory to
+    forget; 503 if the store fails or times out."""
     running = request.app.state
     try:
         async with running.gates.turn(customer, running.wait_at_most):
             await recover_gates(customer, running.memories, ask=running.ask_gate)
-            return await asyncio.to_thread(getattr(running.memories, call), customer)
+            return await asyncio.to_thread(getattr(running.memories, call), customer,
+                                           *arguments)
+    except MemoryNotFoundError:
+        raise HTTPException(404, f"customer {customer} has no memory of ticket "
+                                 f"{shown(arguments[0])}; nothing was erased.") from None
     except MemoryStoreError as error:
         raise HTTPException(503, store_failed(error)) from None
     except WaitedTooLong as error:

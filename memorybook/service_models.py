@@ -166,6 +166,8 @@ GUARD_ANSWERS = {
           "or for a request to Jev to end (Retry-After); or, replaying without a key, Jev's "
           "answer is not in the recording."},
 }
+NOT_REMEMBERED = {"model": Problem, "description": "The customer has no memory of that ticket "
+                  "(ids are matched exactly, case and spaces included); nothing was erased."}
 BODY_ANSWERS = {
     413: {"model": Problem, "description": "The body is larger than MEMORYBOOK_MAX_BODY_BYTES "
           "(1,000,000 by default)."},

@@ -877,6 +877,8 @@ STATUSES = {"/tickets": {"post": {"200", "400", "401", "403", "413", "415", "422
                                                        "503"},
                                                "delete": {"200", "400", "401", "403", "413", "422",
                                                           "503"}},
+            "/customers/{customer}/memories/{ticket}": {"delete": {"200", "400", "401", "403",
+                                                                  "404", "413", "422", "503"}},
             "/customers/{customer}/history": {"get": {"200", "400", "401", "403", "413", "422",
                                                       "503"}},
             "/health": {"get": {"200", "413"}}}
@@ -1015,3 +1017,43 @@ def test_make_serves_check_names_a_store_or_recording_the_service_cannot_start_w
     assert main(["127.0.0.1"]) == 2
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and "recording.json" in said, said
+
+
+def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path):
+    import sqlite3
+
+    app, _ = service(tmp_path)
+
+    async def remember_two(http):
+        for ticket_id in ("T-901", "T-902"):
+            assert (await http.post("/tickets", json=ticket(ticket_id=ticket_id))).status_code \
+                == 200
+        await http.get("/customers/C-1042/memories")  # once both gates have saved
+        return [await http.delete("/customers/C-1042/memories/T-901"),
+                await http.delete("/customers/C-1042/memories/T-901"),
+                await http.delete("/customers/C-1042/memories/%20"),
+                await http.get("/customers/C-1042/memories")]
+
+    erased, again, blank, left = talk(app, remember_two)
+    assert erased.status_code == 200 and erased.json() == {"erased": 1}, erased.text
+    assert "T-901" in one_line(again, 404, "a ticket the customer has no memory of "
+                                           "(in_turn() in memorybook/service.py)")
+    one_line(blank, 422, "a blank ticket id in the path")
+    assert [m["request"]["ticket"]["id"] for m in left.json()["memories"]] == ["T-902"]
+
+    with contextlib.closing(sqlite3.connect(tmp_path / "store.sqlite3")) as database:
+        [(row, sealed)] = database.execute("SELECT id, sealed FROM memorybook_memories")
+        database.execute("UPDATE memorybook_memories SET sealed = ? WHERE id = ?",
+                         (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
+        database.commit()
+
+    async def forget_the_damaged_one(http):
+        return [await http.get("/customers/C-1042/memories"),
+                await http.delete("/customers/C-1042/memories/T-902"),
+                await http.get("/customers/C-1042/memories")]
+
+    damaged, forgotten, after = talk(app, forget_the_damaged_one)
+    one_line(damaged, 503, "a damaged memory cannot be read")
+    assert forgotten.status_code == 200 and after.json()["memories"] == [], (
+        "DELETE of a damaged memory's ticket must erase it, so that an HTTP client can give its "
+        f"customer back their memories: {forgotten.text} {after.text}")
