@@ -6,6 +6,7 @@ call for the same customer in another process recalls only after that save:
     turns = CustomerTurns("postgresql://...")
     turn = turns.take("C-1042")   # starts waiting at once, in a thread of its own
     turn.wait()                   # blocks until the turn is this process's
+    await turn.wait_async()       # or so, in async code: no thread waits
     ...                           # recall, ask, gate, save
     turn.give_back()
 
