@@ -38,6 +38,7 @@ from memorybook.memory import (
     customer_id,
     remember_probability,
     state_with_memories,
+    ticket_id_of,
     worth_keeping,
 )
 from memorybook.questions import question_objects
@@ -190,11 +191,9 @@ async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResp
             await asyncio.to_thread(memories.save, customer, memory)
             return True
     except Exception as error:  # the reply has gone: log it, keep the service up
-        # Read without a lookup that could raise here, whatever the state holds as its ticket.
-        ticket = state.get("ticket")
-        ticket_id = ticket.get("id") if isinstance(ticket, dict) else None
-        named = (f"ticket {ticket_id[:80]!r}" if isinstance(ticket_id, str) and ticket_id.strip()
-                 else "a ticket without an id")
+        # Its ticket id is a non-blank string: checked_state() checked the state, or the store
+        # the recorded gate's memory.
+        named = f"ticket {ticket_id_of(memory)[:80]!r}"
         why = (describe_api_failure(error, quoting_the_api=False)
                if isinstance(error, TypeSafeError) else
                f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
