@@ -34,12 +34,28 @@ MOST_MEGABYTES = 116
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    # Through an sdist, as a release is built: a wheel built in the checkout takes whatever its
-    # build/lib holds, a module deleted since the last build included, and would hide it here.
+    # Built as `pip install "path/to/clone[service,postgres]"` (the README's way) builds it:
+    # straight from a clone, here the files git tracks for it, holding what an earlier build of
+    # an older version left in build/ (as setuptools did), a module deleted since among it.
+    clone = tmp_path_factory.mktemp("clone")
+    tracked = subprocess.run(["git", "ls-files", "-z", "memorybook", "pyproject.toml", "README.md",
+                              "LICENSE"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / name, clone / name)
+    old_build = clone / "build" / "lib" / "memorybook" / "deleted_since.py"
+    old_build.parent.mkdir(parents=True)
+    old_build.write_text("LEFT_BY_AN_OLD_BUILD = True\n", encoding="utf-8")
+    before = sorted(clone.rglob("*"))
     out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([str(UV), "build", "--quiet", "--out-dir", str(out), str(REPO_ROOT)],
-                           capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, f"`uv build` of the checkout failed: {built.stderr}"
+    built = subprocess.run([str(UV), "build", "--wheel", "--quiet", "--out-dir", str(out),
+                            str(clone)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, f"`uv build --wheel` of the checkout failed: {built.stderr}"
+    made = [str(path.relative_to(clone)) for path in sorted(set(clone.rglob("*")) - set(before))]
+    assert not made, (
+        f"building the wheel wrote {len(made)} files into the clone ({', '.join(made[:3])}...): "
+        "whatever a build leaves there can go into the next wheel built from it; keep "
+        "pyproject.toml's [build-system] a backend that builds from the files as they are")
     [path] = out.glob("memorybook-*.whl")
     return path
 
@@ -50,7 +66,7 @@ def test_the_wheel_an_app_installs_holds_memorybook_alone(wheel):
     assert top == {"memorybook", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
                    + ".dist-info"}, (
         f"the wheel holds {sorted(top)}: only memorybook/ belongs in it; change "
-        "[tool.setuptools.packages.find] in pyproject.toml")
+        "[tool.hatch.build.targets.wheel] in pyproject.toml")
     assert not any(name.endswith("entry_points.txt") for name in names), (
         "the wheel registers entry points: an app's install must register nothing")
     # __init__.pyi too: without it `import memorybook` fails, as it reads there what it exports;
@@ -58,16 +74,16 @@ def test_the_wheel_an_app_installs_holds_memorybook_alone(wheel):
     missing = {"memorybook/__init__.py", "memorybook/__init__.pyi", "memorybook/py.typed",
                "memorybook/store/__init__.py"} - set(names)
     assert not missing, (
-        f"the wheel lacks {sorted(missing)}: check the file is committed in memorybook/, and "
-        "[tool.setuptools.packages.find] (for a stub or py.typed, [tool.setuptools.package-data]) "
-        "in pyproject.toml")
+        f"the wheel lacks {sorted(missing)}: check the file is committed in memorybook/, not "
+        "ignored by .gitignore, and [tool.hatch.build.targets.wheel] in pyproject.toml")
     tracked = subprocess.run(["git", "ls-files", "memorybook"], cwd=REPO_ROOT,
                              capture_output=True, text=True, check=True).stdout.split()
     packaged = {name for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert packaged == set(tracked), (
         f"the wheel holds {sorted(packaged - set(tracked))} that git does not track in "
-        f"memorybook/, and lacks {sorted(set(tracked) - packaged)} that it does: build it "
-        "through an sdist (the fixture above), never from a build/ folder of old files")
+        f"memorybook/, and lacks {sorted(set(tracked) - packaged)} that it does: the wheel "
+        "must be built from the files as they are, never from a build/ folder of old copies "
+        "(pyproject.toml's [build-system])")
 
 
 def test_the_lock_resolves_an_apps_install_without_the_notebook_stack():
