@@ -47,6 +47,7 @@ from .stand_in import (
     MadeUpJev as MadeUpJev,
 )
 from .store import (
+    DamagedMemoryError as DamagedMemoryError,
     Memories as Memories,
     MemoryNotFoundError as MemoryNotFoundError,
     MemoryStore as MemoryStore,

@@ -34,6 +34,8 @@ MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service
 - uvicorn times out neither slow bodies nor idle connections: put a reverse proxy in front.
   Behind one on this machine, the service sees itself reached on loopback, so set
   MEMORYBOOK_SERVICE_TOKEN there too.
+- A memory changed or damaged outside the service stops its customer's calls and reads with a
+  409 naming its ticket, until that ticket's memories (or the customer's) are erased.
 - A gate that fails (its call to Jev, say) is logged and its memory not kept; it is not
   retried. A client that retries a ticket the service had answered sends it with its own memory.
 """
@@ -46,6 +48,7 @@ import logging
 import os
 from datetime import timedelta
 from typing import Annotated, Any
+from urllib.parse import quote
 
 try:
     from fastapi import FastAPI, HTTPException, Path, Request
@@ -80,6 +83,7 @@ from memorybook.service_models import (
     BODY_ANSWERS,
     CUSTOMER_ID_PATTERN,
     CUSTOMER_ID_RULE,
+    DAMAGED,
     GUARD_ANSWERS,
     NOT_REMEMBERED,
     CustomerHistory,
@@ -93,7 +97,13 @@ from memorybook.service_models import (
     refused_id,
 )
 from memorybook.service_settings import ServiceSettings
-from memorybook.store import STORE_URL_ENV, MemoryNotFoundError, MemoryStoreError, open_store
+from memorybook.store import (
+    STORE_URL_ENV,
+    DamagedMemoryError,
+    MemoryNotFoundError,
+    MemoryStoreError,
+    open_store,
+)
 from memorybook.store.turns import CustomerTurns
 from memorybook.store.validation import shown
 from memorybook.wrapper import (
@@ -186,7 +196,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
     @app.post("/tickets", response_model=None,
               responses={200: {"model": SystemOneResponse,
                                "description": "Jev's routing answer, before the gate."},
-                         **GUARD_ANSWERS, **BODY_ANSWERS},
+                         **GUARD_ANSWERS, **BODY_ANSWERS, 409: DAMAGED},
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
                   "schema": {"$ref": "#/components/schemas/TicketState"}}}}})
     async def route_ticket(request: Request) -> JSONResponse:
@@ -210,6 +220,8 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
                       state["customer"]["id"], one_line(error))
             return JSONResponse({"detail": f"the recording failed: {one_line(error)}"},
                                 status_code=503)
+        except DamagedMemoryError as error:
+            return JSONResponse({"detail": damaged(error)}, status_code=409)
         except MemoryStoreError as error:
             return JSONResponse({"detail": store_failed(error)}, status_code=503)
         except TypeSafeError as error:
@@ -223,7 +235,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         return JSONResponse(response.model_dump(mode="json"))
 
     @app.get("/customers/{customer}/memories", response_model=CustomerMemories,
-             response_model_exclude_unset=True, responses=GUARD_ANSWERS)
+             response_model_exclude_unset=True, responses={**GUARD_ANSWERS, 409: DAMAGED})
     async def memories_of(customer: CustomerInPath, request: Request):
         saved = await in_turn(request, "recall", customer)
         return {"customer_id": customer, "memories": saved}
@@ -306,7 +318,7 @@ async def in_turn(request: Request, call: str, customer: str, *arguments: str):
     """The store's `call` for the customer (and `arguments`), in a worker thread, in the
     customer's turn: after every pending gate of theirs, here and in other processes, and any a
     stopped process left, so that no gate saves behind it. 404 if there is no such memory to
-    forget; 503 if the store fails or times out."""
+    forget; 409 if a memory it must read is damaged; 503 if the store fails or times out."""
     running = request.app.state
     try:
         async with running.gates.turn(customer, running.wait_at_most):
@@ -316,6 +328,8 @@ async def in_turn(request: Request, call: str, customer: str, *arguments: str):
     except MemoryNotFoundError:
         raise HTTPException(404, f"customer {customer} has no memory of ticket "
                                  f"{shown(arguments[0])}; nothing was erased.") from None
+    except DamagedMemoryError as error:
+        raise HTTPException(409, damaged(error)) from None
     except MemoryStoreError as error:
         raise HTTPException(503, store_failed(error)) from None
     except WaitedTooLong as error:
@@ -327,6 +341,21 @@ def store_failed(error: MemoryStoreError) -> str:
     client: it names the database, its host or its file."""
     log.error("the memory store failed: %s", one_line(redact(error)))
     return "the memory store failed: try again later; the service's log has the details."
+
+
+def damaged(error: DamagedMemoryError) -> str:
+    """A damaged memory's 409 in one line: which DELETE serves the customer again (a retry
+    alone never will). The store's message, which names the database or file, is logged."""
+    log.error("a memory cannot be read: %s", one_line(redact(error)))
+    customer, ticket = error.customer_id, error.ticket_id
+    if ticket is None:
+        return (f"a memory of customer {customer} is damaged and cannot be read, and so is its "
+                f"ticket id: erasing the customer's memories (DELETE /customers/{customer}/"
+                "memories) or restoring the store from a backup serves them again; the "
+                "service's log has the details.")
+    return (f"customer {customer}'s memory of ticket {shown(ticket)} is damaged and cannot be "
+            f"read: erasing it (DELETE /customers/{customer}/memories/{quote(ticket, safe='')}) "
+            "serves the customer again; the service's log has the details.")
 
 
 def jev_failed(error: TypeSafeError) -> str:

@@ -166,6 +166,10 @@ GUARD_ANSWERS = {
           "or for a request to Jev to end (Retry-After); or, replaying without a key, Jev's "
           "answer is not in the recording."},
 }
+DAMAGED = {"model": Problem, "description": "A memory of the customer's was changed or damaged "
+           "outside the service and cannot be read, so nothing was asked; the line names its "
+           "ticket when the store can read that. Erasing that ticket's memories, or the "
+           "customer's, serves the customer again."}
 NOT_REMEMBERED = {"model": Problem, "description": "The customer has no memory of that ticket "
                   "(ids are matched exactly, case and spaces included); nothing was erased."}
 BODY_ANSWERS = {

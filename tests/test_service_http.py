@@ -872,9 +872,10 @@ def test_retention_days_from_the_environment(tmp_path, monkeypatch):
         "create_app() must open its store with MEMORYBOOK_RETENTION_DAYS")
 
 
-STATUSES = {"/tickets": {"post": {"200", "400", "401", "403", "413", "415", "422", "502", "503"}},
-            "/customers/{customer}/memories": {"get": {"200", "400", "401", "403", "413", "422",
-                                                       "503"},
+STATUSES = {"/tickets": {"post": {"200", "400", "401", "403", "409", "413", "415", "422", "502",
+                                  "503"}},
+            "/customers/{customer}/memories": {"get": {"200", "400", "401", "403", "409", "413",
+                                                       "422", "503"},
                                                "delete": {"200", "400", "401", "403", "413", "422",
                                                           "503"}},
             "/customers/{customer}/memories/{ticket}": {"delete": {"200", "400", "401", "403",
@@ -1049,11 +1050,17 @@ def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path
 
     async def forget_the_damaged_one(http):
         return [await http.get("/customers/C-1042/memories"),
+                await http.post("/tickets", json=ticket(ticket_id="T-903")),
                 await http.delete("/customers/C-1042/memories/T-902"),
                 await http.get("/customers/C-1042/memories")]
 
-    damaged, forgotten, after = talk(app, forget_the_damaged_one)
-    one_line(damaged, 503, "a damaged memory cannot be read")
+    damaged, routed, forgotten, after = talk(app, forget_the_damaged_one)
+    for answer in (damaged, routed):
+        said = one_line(answer, 409, "a damaged memory cannot be read: damaged() in "
+                                     "memorybook/service.py")
+        assert "DELETE /customers/C-1042/memories/T-902" in said and "try again" not in said, (
+            f"a damaged memory's answer must name the DELETE that serves the customer again (a "
+            f"retry alone never will): damaged() in memorybook/service.py: {said}")
     assert forgotten.status_code == 200 and after.json()["memories"] == [], (
         "DELETE of a damaged memory's ticket must erase it, so that an HTTP client can give its "
         f"customer back their memories: {forgotten.text} {after.text}")

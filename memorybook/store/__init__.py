@@ -30,6 +30,7 @@ from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
     MAX_MEMORY_BYTES,
     MAX_MEMORY_NESTING,
+    DamagedMemoryError,
     MemoryNotFoundError,
     MemoryStoreError,
     MemoryStoreKeyError,
@@ -48,6 +49,7 @@ __all__ = [
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "STORE_KEY_ENV",
     "STORE_URL_ENV",
+    "DamagedMemoryError",
     "MemoryNotFoundError",
     "Memories",
     "MemoryStore",

@@ -30,6 +30,7 @@ from memorybook.store.retention import (
 )
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
+    DamagedMemoryError,
     MemoryStoreError,
     MemoryStoreKeyError,
     StoreInputError,
@@ -200,14 +201,39 @@ class EncryptedStore(GateRecords):
         memories = self._opened(customer, rows)
         for position, unreadable in enumerate(memories, start=1):
             if isinstance(unreadable, UnreadableMemory):
-                raise MemoryStoreError(
+                ticket_id = self._damaged_rows_ticket(customer_id, customer,
+                                                      bytes(rows[position - 1][0]))
+                remove = ("Remove it with forget(customer_id, ticket_id) if you know its ticket"
+                          if ticket_id is None else
+                          f"Remove it with forget({shown(customer_id)}, {shown(ticket_id)})")
+                raise DamagedMemoryError(
                     f"Memory number {position} of {len(rows)} (oldest first) of customer "
-                    f"{shown(customer_id)} in {self.location} {unreadable}, and cannot be read. "
-                    "Remove it with forget(customer_id, ticket_id) if you know its ticket, or "
-                    "erase all of this customer's memories with forget_customer(customer_id); or "
-                    "restore the store from a backup."
+                    f"{shown(customer_id)}"
+                    f"{'' if ticket_id is None else f', of ticket {shown(ticket_id)},'} in "
+                    f"{self.location} {unreadable}, and cannot be read. {remove}, or erase all "
+                    "of this customer's memories with forget_customer(customer_id); or restore "
+                    "the store from a backup.", customer_id, ticket_id
                 ) from None
         return memories
+
+    def _damaged_rows_ticket(self, customer_id: str, customer: bytes, ticket: bytes
+                             ) -> str | None:
+        """The ticket id of an unreadable memory's row, from the copy sealed beside it for
+        history, when that opens and is the ticket of the row's digest (so that ``forget()`` of
+        it erases the row); otherwise None."""
+        found = self._database.run(
+            "SELECT sealed_ticket FROM memorybook_memories WHERE customer_digest = ?"
+            " AND ticket_digest = ? AND sealed_ticket IS NOT NULL LIMIT 1", (customer, ticket))
+        if not found:
+            return None
+        keys = self._open_keys()
+        try:
+            ticket_id = keys.unseal(customer, _HISTORY_AAD, bytes(found[0][0]))
+        except UnreadableMemory:
+            return None
+        if isinstance(ticket_id, str) and keys.ticket_digest(customer_id, ticket_id) == ticket:
+            return ticket_id
+        return None
 
     def save(
         self, customer_id: str, memory: dict, expires_at: datetime | None = None

@@ -31,6 +31,17 @@ class MemoryStoreKeyError(MemoryStoreError):
     """The encryption key is missing, malformed, or not the one the store was made with."""
 
 
+class DamagedMemoryError(MemoryStoreError):
+    """``recall()`` met a memory of the customer's that was changed or damaged outside
+    memorybook. The customer's memories cannot be recalled until it is erased: ``forget()`` of
+    ``ticket_id`` (its ticket, or None when that cannot be read either), ``forget_customer()``,
+    or a backup restored."""
+
+    def __init__(self, message: str, customer_id: str, ticket_id: str | None) -> None:
+        super().__init__(message)
+        self.customer_id, self.ticket_id = customer_id, ticket_id
+
+
 class MemoryNotFoundError(MemoryStoreError, KeyError):
     """``forget()`` was asked for a ticket the customer has no memory of, in a store or in
     InMemoryMemories. A `KeyError` too, as a dict's lookup raises."""

@@ -8,7 +8,12 @@ import os
 
 import pytest
 
-from memorybook.store import MemoryStoreError, MemoryStoreKeyError, open_store
+from memorybook.store import (
+    DamagedMemoryError,
+    MemoryStoreError,
+    MemoryStoreKeyError,
+    open_store,
+)
 from tests.helpers import Backend, make_memory, new_key, ticket_ids
 
 # Distinctive strings that must never reach the disk in plaintext.
@@ -96,6 +101,35 @@ def test_a_row_copied_to_another_customer_fails_its_integrity_check(backend: Bac
                 (elsewhere.customer_digest, elsewhere.ticket_digest, sealed),
             )
             connection.commit()
-        with pytest.raises(MemoryStoreError, match="failed its integrity check"):
+        with pytest.raises(MemoryStoreError, match="failed its integrity check") as raised:
             store.recall("C-2210")
         assert ticket_ids(store.recall("C-1042")) == ["T-1"]
+    # Its row holds no ticket id sealed for C-2210 (it was written by hand): none is named.
+    assert isinstance(raised.value, DamagedMemoryError) and raised.value.ticket_id is None
+    assert "if you know its ticket" in str(raised.value)
+
+
+def test_a_memory_damaged_in_place_is_named_by_its_ticket_so_that_it_can_be_forgotten(
+        backend: Backend) -> None:
+    with backend.open() as store:
+        for ticket in ("T-1", "T-2", "T-3"):
+            store.save("C-1042", make_memory("C-1042", ticket))
+        connection, placeholder = backend.connect_directly()
+        with contextlib.closing(connection):
+            [(row, sealed)] = connection.execute(
+                "SELECT id, sealed FROM memorybook_memories ORDER BY id LIMIT 1 OFFSET 1"
+            ).fetchall()
+            sealed = bytes(sealed)
+            connection.execute(
+                f"UPDATE memorybook_memories SET sealed = {placeholder} WHERE id = {placeholder}",
+                (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
+            connection.commit()
+        with pytest.raises(DamagedMemoryError) as raised:
+            store.recall("C-1042")
+        assert raised.value.customer_id == "C-1042" and raised.value.ticket_id == "T-2", (
+            "recall() must name the damaged memory's ticket, read from the ticket id sealed "
+            "beside it for history (_damaged_rows_ticket() in memorybook/store/base.py), so "
+            f"that it can be forgotten: {raised.value}")
+        assert "forget('C-1042', 'T-2')" in str(raised.value), str(raised.value)
+        store.forget("C-1042", raised.value.ticket_id)
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
