@@ -14,6 +14,7 @@ import importlib.metadata
 import re
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -110,3 +111,19 @@ def test_the_collection_installs_and_pins_what_every_extra_asks_for():
         f".venv lacks {not_installed}, asked for by memorybook's extras: the dev group in "
         f"pyproject.toml must ask for memorybook[{','.join(extras)}]; then `make lock` and "
         "`make setup`")
+
+
+def test_the_editable_installs_put_no_folder_of_the_tree_on_every_import_path():
+    # A .pth line naming a folder puts it on sys.path of every process of the venv: the tree's
+    # root would make its tests/, tools/ and conftest.py importable from anywhere, shadowing an
+    # app's own; dev/ its files beside memorybook_dev. Each package is mapped alone instead.
+    site = Path(sysconfig.get_paths()["purelib"])
+    folders = [(pth.name, line.strip()) for pth in sorted(site.glob("*.pth"))
+               for line in pth.read_text(encoding="utf-8").splitlines()
+               if line.strip() and not line.startswith(("#", "import ", "import\t"))]
+    ours = [(name, folder) for name, folder in folders
+            if Path(folder).resolve() in (REPO_ROOT, REPO_ROOT / "dev")]
+    assert not ours, (
+        f"{ours}: an editable install puts a folder of the tree on every import path; keep "
+        "dev-mode-exact = true under [tool.hatch.build.targets.wheel] in pyproject.toml and "
+        "dev/pyproject.toml, then `make setup`")
