@@ -98,6 +98,14 @@ def edit_in_both(tree: Path, module: str, old: str, new: str, recipe_text: str,
     return {NOTEBOOK_1, module}
 
 
+REWORDED_TEST = "test_a_reworded_question_is_never_given_the_published_answers"
+
+
+def not_among(named: set[str], *files: str) -> list[str]:
+    """The files a recipe's check runs: those it does not name as allowed to fail."""
+    return [name for name in files if name not in named]
+
+
 def recipe_checks(tree: Path, *names: str) -> list[str]:
     """A recipe's checks: these test files, each of which the tree must hold."""
     missing = [name for name in names if not (tree / name).is_file()]
@@ -149,12 +157,13 @@ def test_adding_a_notebook_as_the_recipe_says_changes_only_it_and_the_readme(tmp
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert changed_files(tree) == {f"notebooks/{name}", "README.md"}, changed_files(tree)
 
+    # What runs notebook 1 alone (its printed script, its cells in a folder of their own) gives
+    # here what it gives in the checkout: the new notebook leaves notebook 1 as it is.
     checks = recipe_checks(tree, "tests/test_contributing.py", "tests/test_notebooks_committed.py",
-                           "tests/test_reader_page.py", "tests/test_pattern.py",
-                           "tests/test_app_folder.py")
+                           "tests/test_reader_page.py", "tests/test_app_folder.py")
     checked = pytest_in(
-        tree, *checks, "-k", f"not (alone_beside or with_a_key or without_a_key or opened_alone) "
-              f"or {name[:2]}]", f"notebooks/{name}")
+        tree, *checks, "-k", f"not (alone_beside or alone_names or with_a_key or without_a_key "
+              f"or opened_alone or pattern_cells_alone) or {name[:2]}]", f"notebooks/{name}")
     assert checked.returncode == 0, (
         f"after adding {name} as CONTRIBUTING's 'Add a notebook' says, these failed: "
         f"{sorted(failed_files(checked))}. Either the recipe misses a step (write it there) "
@@ -175,10 +184,17 @@ def test_rewording_a_question_as_the_recipe_says_leaves_the_structure_tests_pass
     rebuilt = run_in(tree, "-m", "tools.build_recording")
     assert rebuilt.returncode == 1 and "asks something other than the official page" in (
         rebuilt.stderr), f"`make recording` must refuse the reworded gate: {rebuilt.stderr}"
-    checks = recipe_checks(tree, "tests/test_pattern.py", "tests/test_lesson_and_library.py",
-                           "tests/test_contributing.py", "tests/test_recording.py")
-    checked = pytest_in(tree, *checks, "-k", "not notebooks_read_every_entry")
     published = set(re.findall(r"`(tests/[^`]+\.py)`", recipe("Change a ticket")))
+    # A file of the published figures may fail here whatever it finds, so only the others run,
+    # and the one test of test_recording.py that never may.
+    checks = recipe_checks(tree, *not_among(published, "tests/test_pattern.py",
+                                            "tests/test_lesson_and_library.py",
+                                            "tests/test_contributing.py",
+                                            "tests/test_recording.py"))
+    checked = pytest_in(tree, *checks, f"tests/test_recording.py::{REWORDED_TEST}")
+    assert checked.returncode in (0, 1), (  # 4: no such test; renamed? rename it above
+        f"the checks after rewording the gate did not run: {checked.stdout[-2000:]}"
+        f"{checked.stderr[-2000:]}")
     assert failed_files(checked) <= published and not re.search(
         r"FAILED tests/test_recording.py::test_a_reworded", checked.stdout), (
         "after rewording the gate as CONTRIBUTING says, only the tests of the published "
@@ -198,9 +214,14 @@ def test_changing_a_ticket_as_the_recipe_says_fails_only_the_tests_it_names(tmp_
                           text, "DATA")
     assert changed_files(tree) == edited, changed_files(tree)
 
-    checks = recipe_checks(tree, "tests/test_pattern.py", "tests/test_lesson_and_library.py",
-                           "tests/test_contributing.py", "tests/test_recording.py",
-                           "tests/test_reader_page.py", "tests/test_published_figures.py")
+    # A file the recipe names may fail whatever it finds, so only the others run, and one it
+    # names that must fail on a changed ticket: test_reader_page.py, which runs the page's code.
+    checks = recipe_checks(tree, *not_among(named, "tests/test_pattern.py",
+                                            "tests/test_lesson_and_library.py",
+                                            "tests/test_contributing.py",
+                                            "tests/test_recording.py",
+                                            "tests/test_published_figures.py"),
+                           "tests/test_reader_page.py")
     checked = pytest_in(tree, *checks, "-k", "not notebooks_read_every_entry")
     assert failed_files(checked) and failed_files(checked) <= named, (
         f"after changing a ticket (without a key to record it), the tests that fail must be "
