@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import os
 import re
 import threading
@@ -145,6 +146,9 @@ class LiveTransport(httpx2.BaseTransport):
 
     Plain http to this machine goes straight to it, never through a proxy set in the environment,
     which may be another machine. Every other request uses the environment's proxies.
+
+    An endpoint's status line goes on without the key, and httpx2's own log lines, which quote
+    it before this transport has the answer, are written without it (``KeyOutOfLogs``).
     """
 
     def __init__(self, seconds: float, *, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
@@ -152,6 +156,7 @@ class LiveTransport(httpx2.BaseTransport):
         self.max_answer_bytes = max_answer_bytes
         self._tls = httpx2.create_ssl_context()  # made once: it reads the certificate store
         self._call = threading.local()
+        KeyOutOfLogs.install()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         _refuse_plain_http_off_this_machine(request.url)
@@ -194,6 +199,9 @@ class LiveTransport(httpx2.BaseTransport):
                                   if name.lower() not in ("content-encoding", "content-length")])
         extensions = {name: response.extensions[name] for name in ("http_version", "reason_phrase")
                       if name in response.extensions}
+        if "reason_phrase" in extensions:  # bytes; HTTP's own text is Latin-1
+            extensions["reason_phrase"] = redact_key(
+                extensions["reason_phrase"].decode("latin-1")).encode("latin-1", "replace")
         return httpx2.Response(response.status_code, headers=headers,
                                content=_without_the_key(body), extensions=extensions)
 
@@ -211,6 +219,27 @@ class LiveTransport(httpx2.BaseTransport):
             f"time ({TIMEOUT_ENV}), retries included"
             + (f"; the attempt before {last}" if last is not None else "")
         )
+
+
+class KeyOutOfLogs(logging.Filter):
+    """Takes the API key out of the log lines of httpx2, whose client logs each answer's status
+    line as the endpoint wrote it: whoever turns its logging on never has the key written."""
+
+    LOGGERS = ("httpx2",)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_key(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+    @classmethod
+    def install(cls) -> None:
+        for name in cls.LOGGERS:
+            logger = logging.getLogger(name)
+            if not any(isinstance(known, cls) for known in logger.filters):
+                logger.addFilter(cls())
 
 
 class _Attempt:

@@ -18,13 +18,14 @@ import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import httpx2
 import pytest
 from typesafe_sdk import Noul, TypeSafeError
 
 from memorybook.api_errors import AnswerRefusedError, CallTimeoutError, describe_api_failure
 from memorybook.config import MAX_TIMEOUT_SECONDS, RECORDING_PATH
 from memorybook.jev import Jev
-from memorybook.transport import MAX_ANSWER_BYTES
+from memorybook.transport import MAX_ANSWER_BYTES, LiveTransport
 from tests.helpers import MARGIN_SECONDS
 from tools.loopback_server import LoopbackSystemOne
 
@@ -265,6 +266,12 @@ ERROR_ECHOING_IT = f'{{"error": {{"message": "bad key {KEY}"}}}}'
     pytest.param(answering("200 OK", json.dumps(ANSWER).replace(
         '"jev-1.14.0"', f'"\\ud800{ESCAPED_KEY}"').encode(), Content_Type="application/json"),
         id="an answer naming the key escaped, after a lone surrogate"),
+    pytest.param(answering(f"400 Bad key {KEY}", b'{"error": {"message": "nope"}}',
+                           Content_Type="application/json"),
+                 id="an error with the key in its status line"),
+    pytest.param(answering(f"200 OK {KEY}", json.dumps(ANSWER).encode(),
+                           Content_Type="application/json"),
+                 id="an answer with the key in its status line"),
 ])
 def test_no_answer_or_error_of_a_hostile_endpoint_carries_the_key(monkeypatch, caplog,
                                                                    handler):
@@ -315,3 +322,13 @@ def test_a_gate_refused_with_the_tickets_words_is_logged_without_them(monkeypatc
         "a failed gate's log line must leave out what the API said, which may quote the ticket: "
         "memorybook/wrapper.py's keep_if_worth_it() passes quoting_the_api=False to "
         f"describe_api_failure(): {logged[0]}")
+
+
+def test_the_status_line_an_endpoint_writes_goes_on_without_the_key():
+    hostile = answering(f"400 Bad key {KEY}", b"{}", Content_Type="application/json")
+    with raw_server(hostile) as base_url:
+        response = LiveTransport(2).handle_request(
+            httpx2.Request("POST", f"{base_url}/v1/systemone", json={}))
+    assert response.status_code == 400 and KEY not in response.reason_phrase, (
+        "memorybook/transport.py's LiveTransport must pass on the status line's reason without "
+        f"the key (the SDK's client and its errors show it): {response.reason_phrase!r}")
