@@ -349,13 +349,14 @@ def damaged(error: DamagedMemoryError) -> str:
     log.error("a memory cannot be read: %s", one_line(redact(error)))
     customer, ticket = error.customer_id, error.ticket_id
     if ticket is None:
-        return (f"a memory of customer {customer} is damaged and cannot be read, and so is its "
+        return (f"a memory of customer {customer} cannot be read (damaged), and neither can its "
                 f"ticket id: erasing the customer's memories (DELETE /customers/{customer}/"
                 "memories) or restoring the store from a backup serves them again; the "
                 "service's log has the details.")
-    return (f"customer {customer}'s memory of ticket {shown(ticket)} is damaged and cannot be "
-            f"read: erasing it (DELETE /customers/{customer}/memories/{quote(ticket, safe='')}) "
-            "serves the customer again; the service's log has the details.")
+    path = f"/customers/{customer}/memories/{quote(ticket, safe='')}"
+    return (f"customer {customer}'s memory of ticket {shown(ticket)} cannot be read "
+            f"(damaged): erasing it (DELETE {path}) serves the customer again; the service's log "
+            "has the details.")
 
 
 def jev_failed(error: TypeSafeError) -> str:

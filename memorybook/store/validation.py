@@ -32,10 +32,10 @@ class MemoryStoreKeyError(MemoryStoreError):
 
 
 class DamagedMemoryError(MemoryStoreError):
-    """``recall()`` met a memory of the customer's that was changed or damaged outside
-    memorybook. The customer's memories cannot be recalled until it is erased: ``forget()`` of
-    ``ticket_id`` (its ticket, or None when that cannot be read either), ``forget_customer()``,
-    or a backup restored."""
+    """``recall()`` met a memory of the customer's that cannot be read: changed or damaged
+    outside memorybook, or saved by an early version nested too deeply to decode. The customer's
+    memories cannot be recalled until it is erased: ``forget()`` of ``ticket_id`` (its ticket,
+    or None when that cannot be read either), ``forget_customer()``, or a backup restored."""
 
     def __init__(self, message: str, customer_id: str, ticket_id: str | None) -> None:
         super().__init__(message)
