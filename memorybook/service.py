@@ -244,13 +244,13 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
                 responses=GUARD_ANSWERS)
     async def erase(customer: CustomerInPath, request: Request):
         erased = await in_turn(request, "forget_customer", customer)
-        return {"erased": len(erased)}
+        return {"erased": len(erased) + getattr(erased, "unreadable", 0)}
 
     @app.delete("/customers/{customer}/memories/{ticket}", response_model=Erased,
                 responses={**GUARD_ANSWERS, 404: NOT_REMEMBERED})
     async def forget_ticket(customer: CustomerInPath, ticket: TicketInPath, request: Request):
         erased = await in_turn(request, "forget", customer, ticket)
-        return {"erased": len(erased)}
+        return {"erased": len(erased) + getattr(erased, "unreadable", 0)}
 
     @app.get("/customers/{customer}/history", response_model=CustomerHistory,
              responses=GUARD_ANSWERS)

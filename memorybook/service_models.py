@@ -125,7 +125,8 @@ class CustomerMemories(BaseModel):
 
 
 class Erased(BaseModel):
-    erased: int = Field(description="How many of the customer's memories were erased.")
+    erased: int = Field(description="How many of the customer's memories were erased, damaged "
+                        "ones included.")
 
 
 class Health(BaseModel):

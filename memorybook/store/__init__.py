@@ -6,6 +6,7 @@
         store.save("C-1042", memory)      # append; returns memories evicted by the cap
         store.recall("C-1042")            # that customer's memories, oldest first
         store.forget("C-1042", "T-101")   # delete them for good; returns what was deleted
+                                          # (and .unreadable: damaged rows deleted too)
         store.forget_customer("C-1042")   # erase every memory of the customer; returns them
         store.history("C-1042")           # what happened to them: event, ticket id, time
         store.sweep()                     # delete expired memories (open_store(retention=...))
@@ -16,7 +17,13 @@ What the store guarantees: README.md, "Guarantees". How it is built: CONTRIBUTIN
 store"; adding a backend: CONTRIBUTING.md, "Add a store backend".
 """
 
-from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, Memories, MemoryStore, SealedRow
+from memorybook.store.base import (
+    MAX_MEMORIES_PER_CUSTOMER,
+    Memories,
+    MemoriesRead,
+    MemoryStore,
+    SealedRow,
+)
 from memorybook.store.encryption import STORE_KEY_ENV
 from memorybook.store.opening import DEFAULT_STORE_PATH, open_store
 from memorybook.store.postgres import (
@@ -52,6 +59,7 @@ __all__ = [
     "DamagedMemoryError",
     "MemoryNotFoundError",
     "Memories",
+    "MemoriesRead",
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreKeyError",

@@ -103,6 +103,15 @@ class MemoryStore(Memories, Protocol):
     def __exit__(self, *exc_info: object) -> None: ...
 
 
+class MemoriesRead(list[dict]):
+    """The memories a deleting call read back, oldest first, in a list (what ``forget()``,
+    ``forget_customer()`` and ``save()``'s evictions return). ``unreadable`` counts the rows it
+    deleted all the same that could not be read (damaged, or nested too deeply), which the list
+    leaves out: ``len(read) + read.unreadable`` rows went."""
+
+    unreadable: int = 0
+
+
 class SealedRow(NamedTuple):
     """One memory as a row of the memories table stores it; its expiry date aside, in the
     table's column order."""
@@ -294,12 +303,12 @@ class EncryptedStore(GateRecords):
         )
 
     @_one_call_at_a_time
-    def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
+    def forget(self, customer_id: str, ticket_id: str) -> MemoriesRead:
         """Delete this customer's memories of ``ticket_id`` for good; return them."""
         return self._forget(customer_id, ticket_id, FORGOTTEN)
 
     @_one_call_at_a_time
-    def supersede(self, customer_id: str, ticket_id: str) -> list[dict]:
+    def supersede(self, customer_id: str, ticket_id: str) -> MemoriesRead:
         """``forget()``, for memories a newer one replaces: history says ``superseded``."""
         return self._forget(customer_id, ticket_id, SUPERSEDED)
 
@@ -363,7 +372,7 @@ class EncryptedStore(GateRecords):
         return events
 
     @_one_call_at_a_time
-    def forget_customer(self, customer_id: str) -> list[dict]:
+    def forget_customer(self, customer_id: str) -> MemoriesRead:
         """Erase every memory of this customer for good; return those that could be read.
 
         The right to erasure: every row of the customer is deleted in one transaction, readable
@@ -444,7 +453,7 @@ class EncryptedStore(GateRecords):
 
     # -- helpers -------------------------------------------------------------------
 
-    def _forget(self, customer_id: str, ticket_id: str, event: str) -> list[dict]:
+    def _forget(self, customer_id: str, ticket_id: str, event: str) -> MemoriesRead:
         keys = self._open_keys()
         customer_id = checked_customer_id(customer_id)
         ticket_id = checked_ticket_id(ticket_id)
@@ -514,13 +523,15 @@ class EncryptedStore(GateRecords):
 
     def _readable(
         self, customer_id: str, customer: bytes, rows: list[tuple[bytes, bytes]], done: str
-    ) -> list[dict]:
-        """The memories of these rows that can be read; a notice counts the others."""
+    ) -> MemoriesRead:
+        """The memories of these rows that can be read; the others are counted (``unreadable``),
+        and a notice says so."""
+        memories = MemoriesRead()
         if not rows:  # as after most saves
-            return []
+            return memories
         opened = self._opened(customer, rows)
-        memories = [memory for memory in opened if not isinstance(memory, UnreadableMemory)]
-        unreadable = len(opened) - len(memories)
+        memories.extend(memory for memory in opened if not isinstance(memory, UnreadableMemory))
+        memories.unreadable = unreadable = len(opened) - len(memories)
         if unreadable:
             self.notices.append(
                 f"{done} {unreadable} unreadable memory row(s) of customer {shown(customer_id)} "

@@ -131,5 +131,8 @@ def test_a_memory_damaged_in_place_is_named_by_its_ticket_so_that_it_can_be_forg
             "beside it for history (_damaged_rows_ticket() in memorybook/store/base.py), so "
             f"that it can be forgotten: {raised.value}")
         assert "forget('C-1042', 'T-2')" in str(raised.value), str(raised.value)
-        store.forget("C-1042", raised.value.ticket_id)
+        forgotten = store.forget("C-1042", raised.value.ticket_id)
+        assert forgotten == [] and forgotten.unreadable == 1, (
+            "forget() of a damaged memory returns none it could read, and counts the one it "
+            f"deleted all the same (MemoriesRead.unreadable): {forgotten!r}")
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
