@@ -116,8 +116,13 @@ def test_a_threshold_the_recording_does_not_replay_is_named_by_the_script(
         stopped)
     assert re.search(r"this call \(question '(team|remember)', ticket T-\d+\)", stopped), (
         f"the miss must name the call: its question and ticket (why_not_cached()): {stopped}")
-    assert f"Likely cause: REMEMBER_AT is {threshold}," in stopped and (
-        "0.03 < REMEMBER_AT <= 0.96" in stopped), (
+    # The likely causes name the threshold set, without the range this recording replays,
+    # which would be wrong for an app's own cache (notebook 2 says it for this one).
+    assert f"when REMEMBER_AT, {threshold} here, keeps other tickets" in stopped, (
         "a miss under a threshold that does not replay the recorded run must name the "
-        f"threshold as its likely cause (why_not_cached() in notebook 1): {stopped}")
+        f"threshold, and its value, among its likely causes (why_not_cached() in notebook 1): "
+        f"{stopped}")
+    assert "0.03" not in stopped, (
+        "the script is an app's code: its miss must not name the thresholds this recording "
+        f"replays (why_not_cached() in notebook 1): {stopped}")
     assert "playground#share/" in stopped, stopped
