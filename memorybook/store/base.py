@@ -346,7 +346,8 @@ class EncryptedStore(GateRecords):
 
         Events: ``saved``, ``evicted`` (by the cap), ``forgotten``, ``expired``, ``superseded``.
         It holds no memory content, outlives the memories it describes, and is erased by
-        ``forget_customer()``.
+        ``forget_customer()``. A row whose ticket id cannot be read is listed with None for it,
+        and a notice says so.
         """
         keys = self._open_keys()
         customer = keys.customer_digest(checked_customer_id(customer_id))
@@ -355,20 +356,20 @@ class EncryptedStore(GateRecords):
             " WHERE customer_digest = ? ORDER BY at, id",
             (customer,),
         )
-        events = []
+        events, unreadable = [], 0
         for event, at, sealed_ticket in rows:
-            if bytes(sealed_ticket) == UNKNOWN_TICKET:  # its memory's row lacked it
-                events.append(HistoryEvent(event, None, moment(at)))
-                continue
-            try:
-                ticket_id = keys.unseal(customer, _HISTORY_AAD, sealed_ticket)
-            except UnreadableMemory as unreadable:
-                raise MemoryStoreError(
-                    f"A history row of customer {shown(customer_id)} in {self.location} "
-                    f"{unreadable}. Erase the customer with forget_customer(customer_id), or "
-                    "restore the store from a backup."
-                ) from None
+            ticket_id = None  # as for a row whose memory's row lacked it (UNKNOWN_TICKET)
+            if bytes(sealed_ticket) != UNKNOWN_TICKET:
+                try:
+                    ticket_id = keys.unseal(customer, _HISTORY_AAD, sealed_ticket)
+                except UnreadableMemory:  # listed all the same: what happened, and when
+                    unreadable += 1
             events.append(HistoryEvent(event, ticket_id, moment(at)))
+        if unreadable:
+            self.notices.append(
+                f"{unreadable} history row(s) of customer {shown(customer_id)} in "
+                f"{self.location} failed their integrity check (changed or damaged outside "
+                "memorybook): they are listed without their ticket id.")
         return events
 
     @_one_call_at_a_time

@@ -157,6 +157,29 @@ def test_forget_customer_leaves_no_history_behind(backend: Backend) -> None:
     )
 
 
+def test_a_history_row_damaged_in_place_is_listed_without_its_ticket(backend: Backend) -> None:
+    with backend.open() as store:
+        for ticket in ("T-1", "T-2"):
+            store.save("C-1042", make_memory("C-1042", ticket))
+        connection, placeholder = backend.connect_directly()
+        with contextlib.closing(connection):
+            [(row, sealed)] = connection.execute(
+                "SELECT id, sealed_ticket FROM memorybook_history ORDER BY id LIMIT 1"
+            ).fetchall()
+            sealed = bytes(sealed)
+            connection.execute(
+                f"UPDATE memorybook_history SET sealed_ticket = {placeholder} WHERE id = "
+                f"{placeholder}", (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
+            connection.commit()
+        history = store.history("C-1042")
+        assert [(event.event, event.ticket_id) for event in history] == [
+            ("saved", None), ("saved", "T-2")], (
+            "history() must list a row whose ticket id cannot be read, without it, rather than "
+            f"refuse the customer's whole history (memorybook/store/base.py): {history}")
+        assert any("integrity check" in notice for notice in store.notices), store.notices
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-2"]
+
+
 ERASURES = ["forget", "forget_customer", "eviction", "expiry"]
 
 
