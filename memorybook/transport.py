@@ -196,7 +196,8 @@ class LiveTransport(httpx2.BaseTransport):
         # request id header, say); the body is decoded here, so without its encoding and length.
         headers = httpx2.Headers([(name, redact_key(value)) for name, value in
                                   response.headers.multi_items()
-                                  if name.lower() not in ("content-encoding", "content-length")])
+                                  if name.lower() not in ("content-encoding", "content-length")
+                                  and redact_key(name) == name])  # a name holding it goes
         extensions = {name: response.extensions[name] for name in ("http_version", "reason_phrase")
                       if name in response.extensions}
         if "reason_phrase" in extensions:  # bytes; HTTP's own text is Latin-1
@@ -222,10 +223,13 @@ class LiveTransport(httpx2.BaseTransport):
 
 
 class KeyOutOfLogs(logging.Filter):
-    """Takes the API key out of the log lines of httpx2, whose client logs each answer's status
-    line as the endpoint wrote it: whoever turns its logging on never has the key written."""
+    """Takes the API key out of the log lines of the libraries a live call goes through, which
+    quote what the endpoint sent (httpx2 its status line; httpcore2 at DEBUG its headers; the
+    SDK at DEBUG the headers it got): whoever turns their logging on never has the key written.
+    A logger's filter sees only its own records, so each logger is named."""
 
-    LOGGERS = ("httpx2",)
+    LOGGERS = ("httpx2", "typesafe_sdk", *(f"httpcore2.{name}" for name in (
+        "connection", "http11", "http2", "proxy", "socks")))
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
