@@ -246,7 +246,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         erased = await in_turn(request, "forget_customer", customer)
         return {"erased": len(erased) + getattr(erased, "unreadable", 0)}
 
-    @app.delete("/customers/{customer}/memories/{ticket}", response_model=Erased,
+    @app.delete("/customers/{customer}/memories/{ticket:path}", response_model=Erased,
                 responses={**GUARD_ANSWERS, 404: NOT_REMEMBERED})
     async def forget_ticket(customer: CustomerInPath, ticket: TicketInPath, request: Request):
         erased = await in_turn(request, "forget", customer, ticket)
@@ -353,7 +353,9 @@ def damaged(error: DamagedMemoryError) -> str:
                 f"ticket id: erasing the customer's memories (DELETE /customers/{customer}/"
                 "memories) or restoring the store from a backup serves them again; the "
                 "service's log has the details.")
-    path = f"/customers/{customer}/memories/{quote(ticket, safe='')}"
+    segment = quote(ticket, safe="")  # a path segment of "." or ".." a client would collapse
+    segment = segment.replace(".", "%2E") if segment in (".", "..") else segment
+    path = f"/customers/{customer}/memories/{segment}"
     return (f"customer {customer}'s memory of ticket {shown(ticket)} cannot be read "
             f"(damaged): erasing it (DELETE {path}) serves the customer again; the service's log "
             "has the details.")

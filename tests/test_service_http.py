@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -1020,6 +1021,38 @@ def test_make_serves_check_names_a_store_or_recording_the_service_cannot_start_w
     assert main(["127.0.0.1"]) == 2
     said = capsys.readouterr().err
     assert said.count("\n") == 1 and "recording.json" in said, said
+
+
+@pytest.mark.parametrize("ticket_id", ["a/b", "..", "T 1/é"])
+def test_a_damaged_memory_of_any_ticket_id_is_freed_by_the_delete_its_409_names(tmp_path,
+                                                                                ticket_id):
+    import sqlite3
+
+    app, _ = service(tmp_path)
+
+    async def remember(http):
+        assert (await http.post("/tickets", json=ticket(ticket_id=ticket_id))).status_code == 200
+        return await http.get("/customers/C-1042/memories")  # once the gate has saved
+
+    assert len(talk(app, remember).json()["memories"]) == 1
+    with contextlib.closing(sqlite3.connect(tmp_path / "store.sqlite3")) as database:
+        [(row, sealed)] = database.execute("SELECT id, sealed FROM memorybook_memories")
+        database.execute("UPDATE memorybook_memories SET sealed = ? WHERE id = ?",
+                         (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
+        database.commit()
+
+    async def free(http):
+        refused = await http.get("/customers/C-1042/memories")
+        said = one_line(refused, 409, "a damaged memory: damaged() in memorybook/service.py")
+        [path] = re.findall(r"DELETE (\S+)\)", said)
+        return path, await http.delete(path), await http.get("/customers/C-1042/memories")
+
+    path, erased, after = talk(app, free)
+    assert erased.status_code == 200 and erased.json() == {"erased": 1} and (
+        after.json()["memories"] == []), (
+        f"the DELETE a 409 names ({path}) must reach ticket {ticket_id!r}'s memories: the "
+        "route's {ticket:path} and damaged()'s quoting in memorybook/service.py: "
+        f"{erased.status_code} {erased.text}")
 
 
 def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path):
