@@ -211,7 +211,7 @@ class EncryptedStore(GateRecords):
         for position, unreadable in enumerate(memories, start=1):
             if isinstance(unreadable, UnreadableMemory):
                 ticket_id = self._damaged_rows_ticket(customer_id, customer,
-                                                      bytes(rows[position - 1][0]))
+                                                      rows[position - 1][0])
                 remove = ("Remove it with forget(customer_id, ticket_id) if you know its ticket"
                           if ticket_id is None else
                           f"Remove it with forget({shown(customer_id)}, {shown(ticket_id)})")
@@ -225,23 +225,24 @@ class EncryptedStore(GateRecords):
                 ) from None
         return memories
 
-    def _damaged_rows_ticket(self, customer_id: str, customer: bytes, ticket: bytes
+    def _damaged_rows_ticket(self, customer_id: str, customer: bytes, ticket: object
                              ) -> str | None:
         """The ticket id of an unreadable memory's row, from the copy sealed beside it for
         history, when that opens and is the ticket of the row's digest (so that ``forget()`` of
         it erases the row); otherwise None."""
-        found = self._database.run(
-            "SELECT sealed_ticket FROM memorybook_memories WHERE customer_digest = ?"
-            " AND ticket_digest = ? AND sealed_ticket IS NOT NULL LIMIT 1", (customer, ticket))
-        if not found:
+        if not isinstance(ticket, (bytes, bytearray, memoryview)):  # text, in SQLite
             return None
+        ticket = bytes(ticket)
         keys = self._open_keys()
-        try:
-            ticket_id = keys.unseal(customer, _HISTORY_AAD, bytes(found[0][0]))
-        except UnreadableMemory:
-            return None
-        if isinstance(ticket_id, str) and keys.ticket_digest(customer_id, ticket_id) == ticket:
-            return ticket_id
+        for (sealed_ticket,) in self._database.run(  # each row of that digest, till one opens
+                "SELECT sealed_ticket FROM memorybook_memories WHERE customer_digest = ?"
+                " AND ticket_digest = ? AND sealed_ticket IS NOT NULL", (customer, ticket)):
+            try:
+                ticket_id = keys.unseal(customer, _HISTORY_AAD, sealed_ticket)
+            except UnreadableMemory:
+                continue
+            if isinstance(ticket_id, str) and keys.ticket_digest(customer_id, ticket_id) == ticket:
+                return ticket_id
         return None
 
     def save(
@@ -359,7 +360,7 @@ class EncryptedStore(GateRecords):
         events, unreadable = [], 0
         for event, at, sealed_ticket in rows:
             ticket_id = None  # as for a row whose memory's row lacked it (UNKNOWN_TICKET)
-            if bytes(sealed_ticket) != UNKNOWN_TICKET:
+            if sealed_ticket != UNKNOWN_TICKET:  # bytes, or a memoryview of them
                 try:
                     ticket_id = keys.unseal(customer, _HISTORY_AAD, sealed_ticket)
                 except UnreadableMemory:  # listed all the same: what happened, and when

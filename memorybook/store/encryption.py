@@ -33,6 +33,7 @@ _SEALED_VERSION = b"\x01"
 _NONCE_BYTES = 12
 _KEY_TEXT = re.compile(r"[A-Za-z0-9_-]{43}=")  # 32 bytes in URL-safe base64, nothing else
 _DAMAGED = "failed its integrity check: it was changed or damaged outside memorybook"
+_BYTES = (bytes, bytearray, memoryview)  # what a database gives for a bytes column
 
 
 class Keys:
@@ -69,14 +70,18 @@ class Keys:
 
     def opened(self, customer: bytes, ticket: bytes, sealed: bytes) -> str:
         """The JSON text in a row, decrypted once its integrity is checked (``UnreadableMemory``
-        if it fails); ``decode_all()`` decodes many at once."""
+        if it fails); ``decode_all()`` decodes many at once. A value that is not bytes (text
+        that SQLite was given in place of them, say) fails it too."""
+        if not all(isinstance(part, _BYTES) for part in (customer, ticket, sealed)):
+            raise UnreadableMemory(_DAMAGED)
         sealed = bytes(sealed)
         version = sealed[:1]
         nonce, ciphertext = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
         try:
             if version != _SEALED_VERSION:
                 raise InvalidTag
-            return self._cipher.decrypt(nonce, ciphertext, customer + ticket).decode("utf-8")
+            return self._cipher.decrypt(nonce, ciphertext,
+                                        bytes(customer) + bytes(ticket)).decode("utf-8")
         except (InvalidTag, ValueError):
             raise UnreadableMemory(_DAMAGED) from None
 

@@ -136,3 +136,60 @@ def test_a_memory_damaged_in_place_is_named_by_its_ticket_so_that_it_can_be_forg
             "forget() of a damaged memory returns none it could read, and counts the one it "
             f"deleted all the same (MemoriesRead.unreadable): {forgotten!r}")
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
+
+
+def flip_last_byte(backend: Backend, column: str, row_id: int) -> None:
+    connection, placeholder = backend.connect_directly()
+    with contextlib.closing(connection):
+        [(value,)] = connection.execute(
+            f"SELECT {column} FROM memorybook_memories WHERE id = {placeholder}", (row_id,)
+        ).fetchall()
+        value = bytes(value)
+        connection.execute(
+            f"UPDATE memorybook_memories SET {column} = {placeholder} WHERE id = {placeholder}",
+            (value[:-1] + bytes([value[-1] ^ 1]), row_id))
+        connection.commit()
+
+
+def test_a_damaged_memory_is_named_by_any_intact_copy_of_its_ticket_id(backend: Backend) -> None:
+    with backend.open() as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        store.save("C-1042", make_memory("C-1042", "T-1"))  # the same ticket, saved again
+        connection, _ = backend.connect_directly()
+        with contextlib.closing(connection):
+            first, second = [row for (row,) in connection.execute(
+                "SELECT id FROM memorybook_memories ORDER BY id").fetchall()]
+        flip_last_byte(backend, "sealed_ticket", first)
+        flip_last_byte(backend, "sealed", second)
+        with pytest.raises(DamagedMemoryError) as raised:
+            store.recall("C-1042")
+        assert raised.value.ticket_id == "T-1", (
+            "recall() must read the ticket id from any row of the damaged memory's ticket whose "
+            f"copy opens (_damaged_rows_ticket() in memorybook/store/base.py): {raised.value}")
+
+
+@pytest.mark.parametrize("column", ["sealed", "ticket_digest", "sealed_ticket"])
+def test_text_in_place_of_a_rows_bytes_is_a_damaged_memory_and_can_be_erased(
+        backend: Backend, column: str) -> None:
+    if backend.name != "sqlite":
+        pytest.skip("only SQLite keeps text in a column declared for bytes")
+    with backend.open() as store:
+        for ticket in ("T-1", "T-2"):
+            store.save("C-1042", make_memory("C-1042", ticket))
+        connection, _ = backend.connect_directly()
+        with contextlib.closing(connection):
+            [(row,)] = connection.execute(
+                "SELECT id FROM memorybook_memories ORDER BY id DESC LIMIT 1").fetchall()
+            if column == "sealed_ticket":  # and its memory damaged, so that it is read
+                connection.execute("UPDATE memorybook_memories SET sealed = x'00' WHERE id = ?",
+                                   (row,))
+            connection.execute(f"UPDATE memorybook_memories SET {column} = 'text' WHERE id = ?",
+                               (row,))
+            connection.commit()
+        with pytest.raises(DamagedMemoryError):
+            store.recall("C-1042")
+        erased = store.forget_customer("C-1042")
+        assert ticket_ids(erased) == ["T-1"] and erased.unreadable == 1, (
+            "a row holding text where bytes belong is a damaged memory, never a TypeError "
+            f"(Keys.opened() in memorybook/store/encryption.py): {erased!r}")
+        assert store.recall("C-1042") == []
