@@ -147,8 +147,9 @@ class LiveTransport(httpx2.BaseTransport):
     Plain http to this machine goes straight to it, never through a proxy set in the environment,
     which may be another machine. Every other request uses the environment's proxies.
 
-    An endpoint's status line goes on without the key, and httpx2's own log lines, which quote
-    it before this transport has the answer, are written without it (``KeyOutOfLogs``).
+    An endpoint's status line goes on without the key, and the log lines of the libraries
+    under this transport, which quote what the endpoint sent, are written without it
+    (``KeyOutOfLogs``).
     """
 
     def __init__(self, seconds: float, *, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
