@@ -520,6 +520,23 @@ class Backend:
         """A connection of the test's own to the store's database, and its driver's placeholder."""
         raise NotImplementedError
 
+    def flip_a_byte(self, table: str, column: str, *, row: int | None = None,
+                    offset: int = 0) -> int:
+        """Damage one value in place, as a disk or a hand outside memorybook would: the last
+        byte of `column` in the row with id `row` (else the `offset`-th row by id) of `table`.
+        Returns the row's id."""
+        connection, mark = self.connect_directly()
+        with contextlib.closing(connection):
+            where = f"id = {mark}" if row is not None else "TRUE"
+            [(row, value)] = connection.execute(
+                f"SELECT id, {column} FROM {table} WHERE {where} ORDER BY id LIMIT 1"
+                f" OFFSET {offset}", () if row is None else (row,)).fetchall()
+            value = bytes(value)
+            connection.execute(f"UPDATE {table} SET {column} = {mark} WHERE id = {mark}",
+                               (value[:-1] + bytes([value[-1] ^ 1]), row))
+            connection.commit()
+        return row
+
     def raw_bytes(self) -> bytes:
         """Everything the database holds, as raw bytes (files, or every table row)."""
         raise NotImplementedError

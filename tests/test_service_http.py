@@ -1023,10 +1023,21 @@ def test_make_serves_check_names_a_store_or_recording_the_service_cannot_start_w
     assert said.count("\n") == 1 and "recording.json" in said, said
 
 
+def damage_the_only_memory(tmp_path) -> None:
+    """Flip the last byte of the one memory in the service's SQLite store, as a disk or a hand
+    outside memorybook would."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(tmp_path / "store.sqlite3")) as database:
+        [(row, sealed)] = database.execute("SELECT id, sealed FROM memorybook_memories")
+        database.execute("UPDATE memorybook_memories SET sealed = ? WHERE id = ?",
+                         (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
+        database.commit()
+
+
 @pytest.mark.parametrize("ticket_id", ["a/b", "..", "T 1/é"])
 def test_a_damaged_memory_of_any_ticket_id_is_freed_by_the_delete_its_409_names(tmp_path,
                                                                                 ticket_id):
-    import sqlite3
 
     app, _ = service(tmp_path)
 
@@ -1035,11 +1046,7 @@ def test_a_damaged_memory_of_any_ticket_id_is_freed_by_the_delete_its_409_names(
         return await http.get("/customers/C-1042/memories")  # once the gate has saved
 
     assert len(talk(app, remember).json()["memories"]) == 1
-    with contextlib.closing(sqlite3.connect(tmp_path / "store.sqlite3")) as database:
-        [(row, sealed)] = database.execute("SELECT id, sealed FROM memorybook_memories")
-        database.execute("UPDATE memorybook_memories SET sealed = ? WHERE id = ?",
-                         (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
-        database.commit()
+    damage_the_only_memory(tmp_path)
 
     async def free(http):
         refused = await http.get("/customers/C-1042/memories")
@@ -1056,7 +1063,6 @@ def test_a_damaged_memory_of_any_ticket_id_is_freed_by_the_delete_its_409_names(
 
 
 def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path):
-    import sqlite3
 
     app, _ = service(tmp_path)
 
@@ -1077,11 +1083,7 @@ def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path
     one_line(blank, 422, "a blank ticket id in the path")
     assert [m["request"]["ticket"]["id"] for m in left.json()["memories"]] == ["T-902"]
 
-    with contextlib.closing(sqlite3.connect(tmp_path / "store.sqlite3")) as database:
-        [(row, sealed)] = database.execute("SELECT id, sealed FROM memorybook_memories")
-        database.execute("UPDATE memorybook_memories SET sealed = ? WHERE id = ?",
-                         (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
-        database.commit()
+    damage_the_only_memory(tmp_path)
 
     async def forget_the_damaged_one(http):
         return [await http.get("/customers/C-1042/memories"),

@@ -229,10 +229,7 @@ class EncryptedStore(GateRecords):
                              ) -> str | None:
         """The ticket id of an unreadable memory's row, from the copy sealed beside it for
         history, when that opens and is the ticket of the row's digest (so that ``forget()`` of
-        it erases the row); otherwise None."""
-        if not isinstance(ticket, (bytes, bytearray, memoryview)):  # text, in SQLite
-            return None
-        ticket = bytes(ticket)
+        it erases the row); otherwise None (text where the digest belongs matches none)."""
         keys = self._open_keys()
         for (sealed_ticket,) in self._database.run(  # each row of that digest, till one opens
                 "SELECT sealed_ticket FROM memorybook_memories WHERE customer_digest = ?"

@@ -114,16 +114,7 @@ def test_a_memory_damaged_in_place_is_named_by_its_ticket_so_that_it_can_be_forg
     with backend.open() as store:
         for ticket in ("T-1", "T-2", "T-3"):
             store.save("C-1042", make_memory("C-1042", ticket))
-        connection, placeholder = backend.connect_directly()
-        with contextlib.closing(connection):
-            [(row, sealed)] = connection.execute(
-                "SELECT id, sealed FROM memorybook_memories ORDER BY id LIMIT 1 OFFSET 1"
-            ).fetchall()
-            sealed = bytes(sealed)
-            connection.execute(
-                f"UPDATE memorybook_memories SET sealed = {placeholder} WHERE id = {placeholder}",
-                (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
-            connection.commit()
+        backend.flip_a_byte("memorybook_memories", "sealed", offset=1)  # T-2's
         with pytest.raises(DamagedMemoryError) as raised:
             store.recall("C-1042")
         assert raised.value.customer_id == "C-1042" and raised.value.ticket_id == "T-2", (
@@ -138,29 +129,12 @@ def test_a_memory_damaged_in_place_is_named_by_its_ticket_so_that_it_can_be_forg
         assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-3"]
 
 
-def flip_last_byte(backend: Backend, column: str, row_id: int) -> None:
-    connection, placeholder = backend.connect_directly()
-    with contextlib.closing(connection):
-        [(value,)] = connection.execute(
-            f"SELECT {column} FROM memorybook_memories WHERE id = {placeholder}", (row_id,)
-        ).fetchall()
-        value = bytes(value)
-        connection.execute(
-            f"UPDATE memorybook_memories SET {column} = {placeholder} WHERE id = {placeholder}",
-            (value[:-1] + bytes([value[-1] ^ 1]), row_id))
-        connection.commit()
-
-
 def test_a_damaged_memory_is_named_by_any_intact_copy_of_its_ticket_id(backend: Backend) -> None:
     with backend.open() as store:
         store.save("C-1042", make_memory("C-1042", "T-1"))
         store.save("C-1042", make_memory("C-1042", "T-1"))  # the same ticket, saved again
-        connection, _ = backend.connect_directly()
-        with contextlib.closing(connection):
-            first, second = [row for (row,) in connection.execute(
-                "SELECT id FROM memorybook_memories ORDER BY id").fetchall()]
-        flip_last_byte(backend, "sealed_ticket", first)
-        flip_last_byte(backend, "sealed", second)
+        backend.flip_a_byte("memorybook_memories", "sealed_ticket", offset=0)
+        backend.flip_a_byte("memorybook_memories", "sealed", offset=1)
         with pytest.raises(DamagedMemoryError) as raised:
             store.recall("C-1042")
         assert raised.value.ticket_id == "T-1", (

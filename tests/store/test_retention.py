@@ -161,16 +161,7 @@ def test_a_history_row_damaged_in_place_is_listed_without_its_ticket(backend: Ba
     with backend.open() as store:
         for ticket in ("T-1", "T-2"):
             store.save("C-1042", make_memory("C-1042", ticket))
-        connection, placeholder = backend.connect_directly()
-        with contextlib.closing(connection):
-            [(row, sealed)] = connection.execute(
-                "SELECT id, sealed_ticket FROM memorybook_history ORDER BY id LIMIT 1"
-            ).fetchall()
-            sealed = bytes(sealed)
-            connection.execute(
-                f"UPDATE memorybook_history SET sealed_ticket = {placeholder} WHERE id = "
-                f"{placeholder}", (sealed[:-1] + bytes([sealed[-1] ^ 1]), row))
-            connection.commit()
+        backend.flip_a_byte("memorybook_history", "sealed_ticket")  # T-1's "saved"
         history = store.history("C-1042")
         assert [(event.event, event.ticket_id) for event in history] == [
             ("saved", None), ("saved", "T-2")], (
