@@ -34,6 +34,7 @@ server_still_running() {
 clean_up() {
     local status=$?
     trap - EXIT INT TERM HUP
+    if [[ -n "$pg_start_pid" ]]; then wait "$pg_start_pid" 2>/dev/null || true; fi  # then stop it
     if [[ -d "$pg_dir" ]]; then
         tools/postgres_server.sh stop "$pg_dir" >/dev/null 2>&1 || true
         if server_still_running; then
@@ -72,12 +73,13 @@ trap 'stopped INT 130' INT
 trap 'stopped TERM 143' TERM
 trap 'stopped HUP 129' HUP
 
+# The server starts in the background while the bytecode below is written (each takes a second
+# or two, mostly waiting); the runs wait for it.
+pg_start_pid=
 if [[ -z "${MEMORYBOOK_TEST_PG_URL:-}" ]]; then
-    if url=$(tools/postgres_server.sh start "$pg_dir" 2>"$scratch/postgres-start.err"); then
-        export MEMORYBOOK_TEST_PG_URL=$url
-    else
-        echo "PostgreSQL not started ($(tail -n 1 "$scratch/postgres-start.err")); its tests will say why." >&2
-    fi
+    tools/postgres_server.sh start "$pg_dir" >"$scratch/postgres-url" \
+        2>"$scratch/postgres-start.err" </dev/null &
+    pg_start_pid=$!
 fi
 
 pytest=(.venv/bin/python -m pytest)
@@ -92,6 +94,14 @@ PYTHONDONTWRITEBYTECODE= .venv/bin/python -m compileall -q memorybook dev tools 
     examples conftest.py >/dev/null 2>&1 || true
 run_pytest env PYTHONDONTWRITEBYTECODE= "${pytest[@]}" -p no:xdist --collect-only -q "$@" \
     >/dev/null 2>&1 || true
+if [[ -n "$pg_start_pid" ]]; then
+    if wait "$pg_start_pid"; then
+        export MEMORYBOOK_TEST_PG_URL=$(<"$scratch/postgres-url")
+    else
+        echo "PostgreSQL not started ($(tail -n 1 "$scratch/postgres-start.err")); its tests will say why." >&2
+    fi
+    pg_start_pid=
+fi
 cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)  # nproc: Linux; getconf: macOS too
 workers=${MEMORYBOOK_TEST_WORKERS:-$(( cores + 1 < 4 ? cores + 1 : 4 ))}
 status=0
