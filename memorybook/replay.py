@@ -229,7 +229,7 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
         ours, theirs = (text if start == 0 else "..." + text[start:] for text in (ours, theirs))
     return (f"`{path.removeprefix('state.')}` is {_short(ours)}; in the recorded call it is "
             f"{_short(theirs)}. The input was edited (in the collection: notebook 1's DATA or "
-            "a cell).")
+            "a cell); put it back to replay the recorded answer.")
 
 
 def _why_memories_differ(earlier: RecordingMissError | None) -> str:

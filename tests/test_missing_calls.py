@@ -26,7 +26,8 @@ OLD_TEXT = "How do I add a new admin user?"
 NEW_TEXT = "How do I add a new admin?"
 THE_CALL = "the question 'team' about ticket T-101 ('Adding an admin') of customer C-1042"
 THE_CAUSE = ('`ticket.messages[0].text` is "...do I add a new admin?"; in the recorded call it '
-             'is "...do I add a new admin user?". The input was edited')
+             'is "...do I add a new admin user?". The input was edited (in the collection: '
+             "notebook 1's DATA or a cell); put it back to replay the recorded answer.")
 RECORDING = RECORDING_PATH.relative_to(REPO_ROOT)  # where a copy of the tree holds its recording
 RECORD_LINE = f"To record them: `{RECORD_COMMAND}`, read its report, then `make accept-recording`."
 
