@@ -138,6 +138,15 @@ def state_with_memories(state: dict, memories: list[dict]) -> dict:
     return {**state, MEMORY_KEY: memories} if memories else state
 
 
+def without_this_call(memories: list[dict], state: dict, questions: dict) -> list[dict]:
+    """The memories but any that records this very call, the same state asked the same
+    questions: a retry's earlier try, whose gate kept it. `questions` as `question_objects()`
+    gives them."""
+    asked = {question.instructions for question in questions.values()}
+    return [memory for memory in memories
+            if memory.get("request") != state or set(memory.get("jev_answered", ())) != asked]
+
+
 def ticket_id_of(memory: dict) -> str:
     """The id of the ticket a memory was made from."""
     return memory["request"]["ticket"]["id"]

@@ -37,7 +37,8 @@ MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service
 - A memory changed or damaged outside the service stops its customer's calls and reads with a
   409 naming its ticket, until that ticket's memories (or the customer's) are erased.
 - A gate that fails (its call to Jev, say) is logged and its memory not kept; it is not
-  retried. A client that retries a ticket the service had answered sends it with its own memory.
+  retried. A ticket posted again once its gate kept it (a client's retry) is asked as the first
+  time, without its own memory, and not gated again (memorybook/wrapper.py).
 """
 
 from __future__ import annotations

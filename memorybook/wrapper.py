@@ -7,7 +7,9 @@
 
 Both take ask()'s arguments and return its response. Before the call, the customer's memories
 (by the state's `customer.id`) go into the state under MEMORY_KEY; after it, the gate decides
-whether this request is worth keeping. The synchronous wrapper makes the two requests in a row;
+whether this request is worth keeping. A call asked again once its gate kept it (a client's
+retry: the same state, the same questions) is asked as it was the first time, without its own
+memory, and keeps no second one. The synchronous wrapper makes the two requests in a row;
 the asynchronous one returns once the routing answers and runs the gate after it, in the
 customer's turn (`PendingGates`). With a store, the gate is recorded in it before the reply, so
 that one left pending by a process that died runs later, in another (`recover_gates()`). `ask`
@@ -39,6 +41,7 @@ from memorybook.memory import (
     remember_probability,
     state_with_memories,
     ticket_id_of,
+    without_this_call,
     worth_keeping,
 )
 from memorybook.questions import question_objects
@@ -79,7 +82,11 @@ def ask_with_memory(state: dict, questions: dict, memories: Memories, *,
     questions = question_objects(questions)
     ask = ask or default_jev().ask
     with threshold_named(remember_at):
-        response = ask(state_with_memories(state, memories.recall(customer)), questions)
+        recalled = memories.recall(customer)
+        others = without_this_call(recalled, state, questions)
+        response = ask(state_with_memories(state, others), questions)
+        if len(others) < len(recalled):  # remembered already: no second gate, no second memory
+            return response
         try:
             memory = as_memory(state, questions, response)
             if worth_keeping(remember_probability(memory, ask), remember_at):
@@ -109,12 +116,18 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
         await gates.wait_for_turn(customer, previous, done, wait_at_most)
         await recover_gates(customer, memories, ask=ask_gate, remember_at=remember_at)
         recalled = await asyncio.to_thread(memories.recall, customer)
+        others = without_this_call(recalled, state, questions)
         with threshold_named(remember_at):
-            response = await ask(state_with_memories(state, recalled), questions)
-        pending = await record_gate(memories, customer, as_memory(state, questions, response))
+            response = await ask(state_with_memories(state, others), questions)
+        remembered = len(others) < len(recalled)  # already: no second gate, no second memory
+        pending = None if remembered else await record_gate(
+            memories, customer, as_memory(state, questions, response))
     except BaseException:
         gates.end_turn(customer, done, after=previous)
         raise
+    if remembered:
+        gates.end_turn(customer, done)
+        return response
     gate = keep_if_worth_it(state, questions, response, memories, ask_gate, remember_at,
                             pending=pending)
     gates.run_gate(gate, customer, done)
