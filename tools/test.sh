@@ -34,7 +34,7 @@ server_still_running() {
 clean_up() {
     local status=$?
     trap - EXIT INT TERM HUP
-    if [[ -n "$pg_start_pid" ]]; then wait "$pg_start_pid" 2>/dev/null || true; fi  # then stop it
+    if [[ -n "${pg_start_pid:-}" ]]; then wait "$pg_start_pid" 2>/dev/null || true; fi  # then stop it
     if [[ -d "$pg_dir" ]]; then
         tools/postgres_server.sh stop "$pg_dir" >/dev/null 2>&1 || true
         if server_still_running; then
