@@ -138,13 +138,16 @@ def state_with_memories(state: dict, memories: list[dict]) -> dict:
     return {**state, MEMORY_KEY: memories} if memories else state
 
 
-def without_this_call(memories: list[dict], state: dict, questions: dict) -> list[dict]:
-    """The memories but any that records this very call, the same state asked the same
-    questions: a retry's earlier try, whose gate kept it. `questions` as `question_objects()`
-    gives them."""
+def as_first_asked(memories: list[dict], state: dict, questions: dict) -> list[dict]:
+    """The memories (oldest first, as recalled) that this call was first asked with, when one
+    of them records it, the same state asked the same questions (it is a retry of a call whose
+    gate kept it): those saved before that one. Otherwise all of them. `questions` as
+    `question_objects()` gives them."""
     asked = {question.instructions for question in questions.values()}
-    return [memory for memory in memories
-            if memory.get("request") != state or set(memory.get("jev_answered", ())) != asked]
+    for index, memory in enumerate(memories):
+        if memory.get("request") == state and set(memory.get("jev_answered", ())) == asked:
+            return memories[:index]
+    return memories
 
 
 def ticket_id_of(memory: dict) -> str:

@@ -38,7 +38,7 @@ MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service
   409 naming its ticket, until that ticket's memories (or the customer's) are erased.
 - A gate that fails (its call to Jev, say) is logged and its memory not kept; it is not
   retried. A ticket posted again once its gate kept it (a client's retry) is asked as the first
-  time, without its own memory, and not gated again (memorybook/wrapper.py).
+  time, with the memories saved before its own, and not gated again (memorybook/wrapper.py).
 """
 
 from __future__ import annotations

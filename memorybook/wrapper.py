@@ -8,13 +8,13 @@
 Both take ask()'s arguments and return its response. Before the call, the customer's memories
 (by the state's `customer.id`) go into the state under MEMORY_KEY; after it, the gate decides
 whether this request is worth keeping. A call asked again once its gate kept it (a client's
-retry: the same state, the same questions) is asked as it was the first time, without its own
-memory, and keeps no second one. The synchronous wrapper makes the two requests in a row;
-the asynchronous one returns once the routing answers and runs the gate after it, in the
-customer's turn (`PendingGates`). With a store, the gate is recorded in it before the reply, so
-that one left pending by a process that died runs later, in another (`recover_gates()`). `ask`
-is what asks Jev: a `Jev`'s `ask`/`ask_async`, or a stand-in's in a unit test; by default
-`default_jev()`, made from the environment.
+retry: the same state, the same questions) is asked as it was the first time, with the memories
+saved before its own, and keeps no second one; to ask afresh, change the state. The synchronous
+wrapper makes the two requests in a row; the asynchronous one returns once the routing answers
+and runs the gate after it, in the customer's turn (`PendingGates`). With a store, the gate is
+recorded in it before the reply, so that one left pending by a process that died runs later, in
+another (`recover_gates()`). `ask` is what asks Jev: a `Jev`'s `ask`/`ask_async`, or a
+stand-in's in a unit test; by default `default_jev()`, made from the environment.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from memorybook.jev import default_jev
 from memorybook.memory import (
     GATE,
     Ask,
+    as_first_asked,
     as_memory,
     checked_remember_at,
     checked_state,
@@ -41,7 +42,6 @@ from memorybook.memory import (
     remember_probability,
     state_with_memories,
     ticket_id_of,
-    without_this_call,
     worth_keeping,
 )
 from memorybook.questions import question_objects
@@ -83,9 +83,9 @@ def ask_with_memory(state: dict, questions: dict, memories: Memories, *,
     ask = ask or default_jev().ask
     with threshold_named(remember_at):
         recalled = memories.recall(customer)
-        others = without_this_call(recalled, state, questions)
-        response = ask(state_with_memories(state, others), questions)
-        if len(others) < len(recalled):  # remembered already: no second gate, no second memory
+        first = as_first_asked(recalled, state, questions)
+        response = ask(state_with_memories(state, first), questions)
+        if len(first) < len(recalled):  # remembered already: no second gate, no second memory
             return response
         try:
             memory = as_memory(state, questions, response)
@@ -116,10 +116,10 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
         await gates.wait_for_turn(customer, previous, done, wait_at_most)
         await recover_gates(customer, memories, ask=ask_gate, remember_at=remember_at)
         recalled = await asyncio.to_thread(memories.recall, customer)
-        others = without_this_call(recalled, state, questions)
+        first = as_first_asked(recalled, state, questions)
         with threshold_named(remember_at):
-            response = await ask(state_with_memories(state, others), questions)
-        remembered = len(others) < len(recalled)  # already: no second gate, no second memory
+            response = await ask(state_with_memories(state, first), questions)
+        remembered = len(first) < len(recalled)  # already: no second gate, no second memory
         pending = None if remembered else await record_gate(
             memories, customer, as_memory(state, questions, response))
     except BaseException:
