@@ -93,6 +93,7 @@ class ReplayOnlyTransport(httpx2.BaseTransport):
     def __init__(self, reason: str, recording: Path | None = None) -> None:
         self.reason = reason
         self.recording = recording_path() if recording is None else recording
+        self.misses: list[RecordingMissError] = []  # its Jev's, for explain_miss()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -102,7 +103,7 @@ class ReplayOnlyTransport(httpx2.BaseTransport):
         if not isinstance(body, dict):
             raise RecordingError(f"A request with an unreadable body ({request.method} "
                                  f"{request.url.path}) reached the replay-only transport.")
-        raise explain_miss(body, self.reason, self.recording)
+        raise explain_miss(body, self.reason, self.recording, self.misses)
 
 
 def _decoded(request: httpx2.Request) -> bytes:
@@ -114,25 +115,30 @@ def _decoded(request: httpx2.Request) -> bytes:
     return content
 
 
-# The misses this process met, oldest first, the last MISSES_KEPT of them (a service may run
-# for months): a customer's later call can fail only because an earlier call of theirs did (its
+# The misses met so far, oldest first, the last MISSES_KEPT of them (a service may run for
+# months): a customer's later call can fail only because an earlier call of theirs did (its
 # memory was never saved), and its message then names that first miss. Customers are
-# independent: no miss explains another's.
+# independent: no miss explains another's. Each Jev keeps its own (ReplayOnlyTransport.misses),
+# so that one made afresh, with memories of its own, is not told of another's; this list is
+# for the callers that have none (a notebook kernel's).
 MISSES_SO_FAR: list[RecordingMissError] = []
 MISSES_KEPT = 1000
 
 
-def explain_miss(body: dict, reason: str, recording: Path | None = None) -> RecordingMissError:
+def explain_miss(body: dict, reason: str, recording: Path | None = None,
+                 misses: list[RecordingMissError] | None = None) -> RecordingMissError:
     """The error for one missed request: which call, why it most likely missed, what to do.
 
     `recording` is the file that lacked it (by default the one $MEMORYBOOK_RECORDING names, else
-    the collection's)."""
+    the collection's); `misses`, those met before it (by default MISSES_SO_FAR), which it
+    joins."""
     recording = recording_path() if recording is None else recording
+    misses = MISSES_SO_FAR if misses is None else misses
     state, questions, model = body.get("state"), body.get("questions") or {}, body.get("model")
     link = make_playground_link(state, questions, models=[model] if model else None)
     call = describe_call(state, questions)
     customer = customer_of(state).get("id")
-    earlier = next((miss for miss in MISSES_SO_FAR if miss.call != call
+    earlier = next((miss for miss in misses if miss.call != call
                     and customer_of(miss.request["state"]).get("id") == customer), None)
     reasons = likely_reasons(state, questions, model, earlier, recording)
     if earlier is not None:
@@ -146,8 +152,8 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None) -> Reco
         reasons, link, how_to_record(reason, recording), call,
         {"model": model, "state": state, "questions": questions},
     )
-    MISSES_SO_FAR.append(miss)
-    del MISSES_SO_FAR[:-MISSES_KEPT]
+    misses.append(miss)
+    del misses[:-MISSES_KEPT]
     return miss
 
 

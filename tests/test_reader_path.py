@@ -294,6 +294,11 @@ def test_a_call_that_misses_because_an_earlier_one_did_names_that_one(monkeypatc
     assert not any("Earlier in this process" in reason for reason in other.reasons), (
         "a miss of C-1042's must not be named as the likely cause of another customer's: "
         f"explain_miss() in memorybook/replay.py looks only at this customer's: {other.reasons}")
+    anew = miss_of(lambda: ask_with_memory(later_state("C-1042", 1), ROUTE, InMemoryMemories(),
+                                           ask=Jev().ask))  # made afresh, as an app may
+    assert not any("Earlier in this process" in reason for reason in anew.reasons), (
+        "a Jev made afresh, with memories of its own, must not be told of another Jev's misses: "
+        f"each keeps its own (ReplayOnlyTransport.misses in memorybook/replay.py): {anew.reasons}")
 
 
 def test_a_raised_threshold_is_named_as_the_likely_cause(monkeypatch):
