@@ -32,7 +32,9 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           its settings: memorybook/service_settings.py
     testing                               pytest fixtures: replay an app's recording, record it
     MemorybookError                       the root of every error above; each is exported here
-                                          (StateError: a state ask_with_memory() cannot take;
+                                          (StateError: a state ask_with_memory() cannot
+                                          take; StoreInputError where no store would keep
+                                          it; both are ValueErrors;
                                           DamagedMemoryError: a memory recall() cannot read)
     describe_api_failure(error, *, quoting_the_api=True)
                                           a failed live call, which raises the SDK's own

@@ -75,7 +75,8 @@ def ask_with_memory(state: dict, questions: dict, memories: Memories, *,
     """ask(), plus memory: the same arguments and the same response. `memories` is where they
     are kept (InMemoryMemories, or a store); the gate keeps a memory from `remember_at` up.
     A state without `customer.id` or `ticket.id`, or holding MEMORY_KEY, is refused before
-    anything is asked (StateError), as are questions that are not the SDK's (QuestionsError).
+    anything is asked (StateError), as is one no store would keep (not JSON, over 1 MB:
+    StoreInputError; both are ValueErrors) and questions that are not the SDK's (QuestionsError).
     Should the gate or the save fail once Jev has answered, the error raised carries that
     answer as its `response`, so the call is not lost with the memory."""
     customer, remember_at = checked_state(state), checked_remember_at(remember_at)
