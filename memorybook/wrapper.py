@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,9 @@ def ask_with_memory(state: dict, questions: dict, memories: Memories, *,
         recalled = memories.recall(customer)
         first = as_first_asked(recalled, state, questions)
         response = ask(state_with_memories(state, first), questions)
+        if inspect.isawaitable(response):
+            getattr(response, "close", lambda: None)()  # a coroutine, never started
+            raise asked_with_the_other_kind("ask_with_memory()")
         if len(first) < len(recalled):  # remembered already: no second gate, no second memory
             return response
         try:
@@ -119,7 +123,10 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
         recalled = await asyncio.to_thread(memories.recall, customer)
         first = as_first_asked(recalled, state, questions)
         with threshold_named(remember_at):
-            response = await ask(state_with_memories(state, first), questions)
+            asked = ask(state_with_memories(state, first), questions)
+            if not inspect.isawaitable(asked):
+                raise asked_with_the_other_kind("ask_with_memory_async()", asked)
+            response = await asked
         remembered = len(first) < len(recalled)  # already: no second gate, no second memory
         pending = None if remembered else await record_gate(
             memories, customer, as_memory(state, questions, response))
@@ -133,6 +140,23 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
                             pending=pending)
     gates.run_gate(gate, customer, done)
     return response
+
+
+def asked_with_the_other_kind(wrapper: str, response: object = None) -> TypeError:
+    """The error for an `ask` of the other kind: an async one given to ask_with_memory() (its
+    coroutine is not awaited: nothing is asked), or a synchronous one given to
+    ask_with_memory_async() (it has answered: its response is kept on the error)."""
+    if response is None:
+        error = TypeError(f"{wrapper} was given an async ask (it returned an awaitable, which "
+                          "was not awaited: nothing was asked). Pass `ask=jev.ask`, or await "
+                          "ask_with_memory_async() with `ask=jev.ask_async`.")
+    else:
+        error = TypeError(f"{wrapper} was given a synchronous ask: it answered without being "
+                          "awaited, and its answer is on this error as `response`; no memory "
+                          "was kept. Pass `ask=jev.ask_async`, or call ask_with_memory() with "
+                          "`ask=jev.ask`.")
+        error.response = response
+    return error
 
 
 async def record_gate(memories, customer: str, memory: dict) -> PendingGate | None:

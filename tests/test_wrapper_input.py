@@ -84,3 +84,20 @@ def test_a_gate_that_fails_once_jev_has_answered_keeps_the_answer_on_the_error()
     assert answer is not None and answer.answers["team"].choice == "billing", (
         "Jev's answer was lost with the gate: ask_with_memory() must attach it to the error as "
         "`response` (memorybook/wrapper.py)")
+
+
+def test_an_ask_of_the_other_kind_is_refused_naming_the_one_to_pass():
+    jev, memories = made_up(), InMemoryMemories()
+    with pytest.raises(TypeError) as refused:
+        ask_with_memory(STATE, ROUTE, memories, ask=jev.ask_async)
+    assert "ask=jev.ask`" in str(refused.value) and jev.calls == [], (
+        "ask_with_memory() given an async ask must say which to pass and ask nothing "
+        f"(memorybook/wrapper.py): {refused.value}; calls {jev.calls}")
+    with pytest.raises(TypeError) as refused:
+        asyncio.run(ask_with_memory_async(STATE, ROUTE, memories, gates=PendingGates(),
+                                          ask=jev.ask))
+    answer = getattr(refused.value, "response", None)
+    assert "ask=jev.ask_async`" in str(refused.value) and answer.answers["team"].choice == (
+        "billing") and memories.recall("C-1") == [], (
+        "ask_with_memory_async() given a synchronous ask, which has answered, must say which to "
+        f"pass and keep the answer on the error (memorybook/wrapper.py): {refused.value!r}")
