@@ -183,7 +183,7 @@ class EncryptedStore(GateRecords):
             if not self._keys.matches(stored_check_value):
                 raise MemoryStoreKeyError(
                     f"This key did not encrypt {self.location}. Use the key it was created with "
-                    f"(the key argument or ${STORE_KEY_ENV}{self._database.key_hint}), or point "
+                    f"(the key argument or ${STORE_KEY_ENV}{self._database.key_hint()}), or point "
                     f"${STORE_URL_ENV} at a new store to start empty."
                 )
             self._database.upgrade(lambda customer, ticket, sealed: self._sealed_ticket(

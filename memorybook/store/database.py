@@ -40,7 +40,6 @@ class SqlDatabase:
     """
 
     dialect: Dialect
-    key_hint = ""  # where else the store's key may be kept, for the wrong-key message
     connection: Any
 
     def __init__(self, location: str, timeout: float) -> None:
@@ -110,6 +109,10 @@ class SqlDatabase:
         self.deadline = deadline
         self.before_call()
         yield
+
+    def key_hint(self) -> str:
+        """Where else the store's key may be kept, for the wrong-key message ("" if nowhere)."""
+        return ""
 
     def seconds_left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

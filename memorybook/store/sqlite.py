@@ -89,7 +89,6 @@ class SQLiteDatabase(SqlDatabase):
     ) -> None:
         self.path = key_file.database
         super().__init__(str(self.path), timeout)
-        self.key_hint = f", or the key file {key_file.path}"
         self._key_file = key_file
         self._key = key
         self._notices = notices
@@ -113,6 +112,11 @@ class SQLiteDatabase(SqlDatabase):
             )
         except sqlite3.Error as error:
             raise self._error(error) from error
+
+    def key_hint(self) -> str:
+        """The key file, when there is one."""
+        path = self._key_file.path
+        return f", or the key file {path}" if os.path.lexists(path) else ""
 
     def open_tables(self) -> tuple[Keys, bytes]:
         self.run("PRAGMA secure_delete = ON")
