@@ -1,13 +1,18 @@
 """The example app (examples/ticket_router/): its recording holds the collection's answers and
-nothing else, and recording it again, as an app records its own, gives the same file."""
+nothing else, recording it again, as an app records its own, gives the same file, and it serves
+a SQLite store alone, as the service does."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+
+import pytest
 
 from memorybook.config import RECORDING_PATH
 from memorybook.recording import describe_call, recorded_requests
@@ -50,3 +55,40 @@ def test_recording_the_example_app_again_gives_its_committed_recording(tmp_path)
         f"recording the example app again gives {len(again)} answers, not the committed "
         f"{len(committed)} (or other ones): record examples/ticket_router/recording.json again "
         f"as its README says")
+
+
+def test_the_example_app_serves_its_sqlite_store_alone_and_will_not_start_beside_another(
+        tmp_path, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from memorybook import MadeUpJev
+    from memorybook.store import MemoryStoreError, SQLiteMemoryStore
+
+    spec = importlib.util.spec_from_file_location("ticket_router_app", APP / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    held = []
+
+    @contextlib.contextmanager
+    def serving_alone(store):  # tests/store/test_sqlite.py holds it across processes
+        held.append("held")
+        yield
+        held.append("given back")
+
+    def router():
+        jev = MadeUpJev(lambda state, questions: {"team": "general"})
+        return TestClient(app.create_router(f"sqlite:///{tmp_path / 'router.sqlite3'}", jev=jev))
+
+    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", serving_alone)
+    with router():
+        assert held == ["held"]
+    assert held == ["held", "given back"], (
+        "examples/ticket_router/app.py must hold its SQLite store's serving_alone() while it "
+        f"serves, as an app must: customers' turns hold within one process only: {held}")
+
+    def refused(store):
+        raise MemoryStoreError("Another process serves the SQLite store (a test's)")
+
+    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", refused)
+    with pytest.raises(MemoryStoreError, match="Another process serves"), router():
+        pass

@@ -69,9 +69,12 @@ def create_router(store_url: str | None = None, *, jev: Jev | None = None) -> Fa
             open_store, store_url or os.environ.get("MEMORYBOOK_STORE_URL"))
         app.state.gates = PendingGates()
         try:
-            yield
+            with app.state.memories.serving_alone():  # SQLite: one process keeps the order
+                try:
+                    yield
+                finally:
+                    await app.state.gates.drain()
         finally:
-            await app.state.gates.drain()
             await asyncio.to_thread(app.state.memories.close)
 
     app = FastAPI(title="Ticket router", lifespan=lifespan)
