@@ -13,12 +13,14 @@ into with one, as the notebooks always have.
 
 from __future__ import annotations
 
+from typing import Any
+
 from typesafe_sdk import Choice, SystemOneResponse
 
 from memorybook.config import recording_path
 from memorybook.jev import Jev, made_once
 
-DATA = {
+DATA: dict[str, Any] = {  # the page's, as it writes it
     "customers": {
         "C-1042": {"id": "C-1042", "company": "Acme Corp"},
         "C-2210": {"id": "C-2210", "company": "Example Studio"},
@@ -63,7 +65,7 @@ DATA = {
                    "More seats": "billing"},
     },
 }
-CUSTOMERS = DATA["customers"]
+CUSTOMERS: dict[str, dict[str, str]] = DATA["customers"]
 
 
 def ticket_state(customer_id: str, ticket_id: str, received_on: str, subject: str,
@@ -114,7 +116,7 @@ ROUTE = {
 }
 
 
-EXPECTED_TEAM = DATA["expected_team"]  # customer id -> message subject -> team
+EXPECTED_TEAM: dict[str, dict[str, str]] = DATA["expected_team"]  # customer -> subject -> team
 
 
 @made_once
