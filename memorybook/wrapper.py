@@ -159,6 +159,15 @@ def asked_with_the_other_kind(wrapper: str, response: object = None) -> TypeErro
     return error
 
 
+async def settled_against(memories, pending: PendingGate) -> bool:
+    """Settle a failed gate's record as not kept; False when the store could not."""
+    try:
+        await asyncio.to_thread(memories.settle_gate, pending, False)
+    except Exception:
+        return False
+    return True
+
+
 async def record_gate(memories, customer: str, memory: dict) -> PendingGate | None:
     """Record the gate about to run in the store, before the reply: a process that dies before
     the gate has run leaves it for another to run (`recover_gates()`). None where `memories`
@@ -229,15 +238,19 @@ async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResp
             await asyncio.to_thread(memories.save, customer, memory)
             return True
     except Exception as error:  # the reply has gone: log it, keep the service up
+        # A recorded gate that failed to ask is settled as not kept: no retry. One whose store
+        # failed (its save, or that settling) stays recorded and runs again once this process
+        # has ended: at the next start, or on another replica.
+        stays = pending is not None and (verdict is not None
+                                         or not await settled_against(memories, pending))
         # Its ticket id is a non-blank string: checked_state() checked the state, or the store
         # the recorded gate's memory.
         named = f"ticket {ticket_id_of(memory)[:80]!r}"
         why = (describe_api_failure(error, quoting_the_api=False)
                if isinstance(error, TypeSafeError) else
                f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
-        log.error(redact(f"gate for customer {customer[:80]!r}, {named}, failed, "
-                         f"nothing saved: {why}"))
-    if pending is not None and verdict is None:  # the gate failed, not the store: no retry
-        with contextlib.suppress(Exception):  # left recorded, it runs after a restart
-            await asyncio.to_thread(memories.settle_gate, pending, False)
+        outcome = ("nothing saved yet: its record stays in the store, and it runs again once "
+                   "this process has ended" if stays else "nothing saved")
+        log.error(redact(f"gate for customer {customer[:80]!r}, {named}, failed, {outcome}: "
+                         f"{why}"))
     return False
