@@ -46,7 +46,7 @@ from memorybook.config import (
     timeout_seconds,
 )
 from memorybook.questions import question_objects
-from memorybook.recording import CheckedJsonCache, open_recording
+from memorybook.recording import CheckedJsonCache, RecordingError, open_recording
 from memorybook.replay import RecordingMissError, ReplayOnlyTransport
 from memorybook.transport import ClientOnFirstUse, async_client, sync_client
 
@@ -127,8 +127,15 @@ class Jev:
     def read_recording(self) -> int:
         """Read the recording now rather than at the first question, so that one that cannot
         be used (RecordingError) stops a service's start, not a request; return how many
-        answers it holds (0 in live mode, which reads none)."""
-        return 0 if self.cache is None else self.cache.read()
+        answers it holds (0 in live mode, which reads none). In replay mode, a recording that
+        is not there answers nothing: that is one that cannot be used."""
+        held = 0 if self.cache is None else self.cache.read()
+        if self.mode is Mode.REPLAY and not Path(self.recording).exists():
+            raise RecordingError(
+                f"No recording at {shown_path(self.recording)}: replaying, with no file to "
+                f"answer from, every call would fail. Point {RECORDING_ENV} (or recording=) at "
+                "a json_cache.json, or record one.")
+        return held
 
     def ask(self, state: dict, questions: dict) -> SystemOneResponse:
         """client.system_one with the model pinned, answered as the mode says."""

@@ -428,9 +428,12 @@ def test_an_app_asks_its_own_questions_and_its_memories_follow(tmp_path):
     assert memory["jev_answered"] == {"Does `ticket` need an answer today?": 0.7}, memory
 
 
-def test_a_recording_that_cannot_be_used_stops_create_app_not_a_request(tmp_path, monkeypatch):
+@pytest.mark.parametrize("written", ['{"a": ', None], ids=["damaged", "not there"])
+def test_a_recording_that_cannot_be_used_stops_create_app_not_a_request(tmp_path, monkeypatch,
+                                                                         written):
     damaged = tmp_path / "json_cache.json"
-    damaged.write_text('{"a": ', encoding="utf-8")
+    if written is not None:
+        damaged.write_text(written, encoding="utf-8")
     monkeypatch.setenv("MEMORYBOOK_RECORDING", str(damaged))
     monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
     with pytest.raises(RecordingError) as stopped:
