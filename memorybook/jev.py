@@ -134,7 +134,8 @@ class Jev:
             raise RecordingError(
                 f"No recording at {shown_path(self.recording)}: replaying, with no file to "
                 f"answer from, every call would fail. Point {RECORDING_ENV} (or recording=) at "
-                "a json_cache.json, or record one.")
+                f"a json_cache.json, or make one: run with {API_KEY_ENV} set and "
+                f"{RECORD_MODE_ENV}=record (or Jev(recording=..., mode=\"record\")).")
         return held
 
     def ask(self, state: dict, questions: dict) -> SystemOneResponse:

@@ -307,6 +307,8 @@ async def in_process(app):
 def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothing(
         monkeypatch, tmp_path, recording):
     own = tmp_path / "app_recording.json"
+    own.write_text("{}", encoding="utf-8")  # an app's own, which lacks the call (not there: the
+    # service would not start, tests/test_service_http.py)
     asked_for = {} if recording == "the collection's" else {"MEMORYBOOK_RECORDING": str(own)}
     with LoopbackSystemOne({}) as server:
         fresh_jev(monkeypatch, TYPESAFE_ENDPOINT=server.base_url, **asked_for)  # no key: replay
