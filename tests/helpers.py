@@ -7,6 +7,7 @@ only where used).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import functools
@@ -584,3 +585,54 @@ def in_thread(call) -> tuple[threading.Thread, list]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, outcome
+
+
+@contextlib.asynccontextmanager
+async def in_process(app, base_url: str = "http://localhost"):
+    """An httpx client on an ASGI app, between the app's startup and its shutdown."""
+    import httpx2
+    from asgi_lifespan import LifespanManager
+
+    async with LifespanManager(app) as running:
+        transport = httpx2.ASGITransport(app=running.app)
+        async with httpx2.AsyncClient(transport=transport, base_url=base_url) as http:
+            yield http
+
+
+def talk(app, requests, base_url: str = "http://localhost"):
+    """Run `await requests(http)` with a client `in_process()` on the app; return what it
+    returns."""
+    async def scenario():
+        async with in_process(app, base_url) as http:
+            return await requests(http)
+
+    return asyncio.run(scenario())
+
+
+def serving_alone_noted(monkeypatch) -> list[str]:
+    """SQLiteMemoryStore.serving_alone() replaced, for the test, by one noting "held" and "given
+    back" in the list returned (tests/store/test_sqlite.py holds the real one across
+    processes)."""
+    from memorybook.store import SQLiteMemoryStore
+
+    noted: list[str] = []
+
+    @contextlib.contextmanager
+    def serving_alone(store):
+        noted.append("held")
+        yield
+        noted.append("given back")
+
+    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", serving_alone)
+    return noted
+
+
+def serving_alone_refused(monkeypatch) -> None:
+    """SQLiteMemoryStore.serving_alone() replaced by one refusing, as when another process
+    serves the file."""
+    from memorybook.store import MemoryStoreError, SQLiteMemoryStore
+
+    def refused(store):
+        raise MemoryStoreError("Another process serves the SQLite store (a test's)")
+
+    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", refused)

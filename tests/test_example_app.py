@@ -4,7 +4,6 @@ a SQLite store alone, as the service does."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -16,7 +15,7 @@ import pytest
 
 from memorybook.config import RECORDING_PATH
 from memorybook.recording import describe_call, recorded_requests
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, serving_alone_noted, serving_alone_refused
 from tools.loopback_server import LoopbackSystemOne
 
 APP = REPO_ROOT / "examples" / "ticket_router"
@@ -62,33 +61,23 @@ def test_the_example_app_serves_its_sqlite_store_alone_and_will_not_start_beside
     from fastapi.testclient import TestClient
 
     from memorybook import MadeUpJev
-    from memorybook.store import MemoryStoreError, SQLiteMemoryStore
+    from memorybook.store import MemoryStoreError
 
     spec = importlib.util.spec_from_file_location("ticket_router_app", APP / "app.py")
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
-    held = []
-
-    @contextlib.contextmanager
-    def serving_alone(store):  # tests/store/test_sqlite.py holds it across processes
-        held.append("held")
-        yield
-        held.append("given back")
 
     def router():
         jev = MadeUpJev(lambda state, questions: {"team": "general"})
         return TestClient(app.create_router(f"sqlite:///{tmp_path / 'router.sqlite3'}", jev=jev))
 
-    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", serving_alone)
+    held = serving_alone_noted(monkeypatch)
     with router():
         assert held == ["held"]
     assert held == ["held", "given back"], (
         "examples/ticket_router/app.py must hold its SQLite store's serving_alone() while it "
         f"serves, as an app must: customers' turns hold within one process only: {held}")
 
-    def refused(store):
-        raise MemoryStoreError("Another process serves the SQLite store (a test's)")
-
-    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", refused)
+    serving_alone_refused(monkeypatch)
     with pytest.raises(MemoryStoreError, match="Another process serves"), router():
         pass

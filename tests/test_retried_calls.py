@@ -21,7 +21,7 @@ from memorybook import (
 from memorybook.example import EARLIER, ROUTE
 from memorybook.memory import ticket_id_of
 from memorybook.service import create_app
-from tests.test_service_http import talk
+from tests.helpers import talk
 
 URGENT = {"urgent": Noul(instructions="Does `ticket` need an answer today?",
                          criteria=NoulCriteria(true="Yes: today.", false="No."))}

@@ -39,7 +39,7 @@ from memorybook.replay import RecordingMissError
 from memorybook.service import create_app
 from memorybook.service_settings import ServiceSettings
 from memorybook.service_settings import main as service_settings_main
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, serving_alone_noted, serving_alone_refused, talk
 
 JSON = {"Content-Type": "application/json"}
 TOKEN = "service-canary-token-7c41e9d2"
@@ -61,18 +61,6 @@ def service(tmp_path, **options):
     jev = MadeUpJev(made_up)
     return create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=jev.ask_async,
                       **options), jev
-
-
-def talk(app, requests, base_url: str = "http://localhost"):
-    """Run `await requests(http)` with an httpx client on the app, between its startup and its
-    shutdown; return what it returns."""
-    async def scenario():
-        async with LifespanManager(app) as running:
-            transport = httpx2.ASGITransport(app=running.app)
-            async with httpx2.AsyncClient(transport=transport, base_url=base_url) as http:
-                return await requests(http)
-
-    return asyncio.run(scenario())
 
 
 def one_line(answer: httpx2.Response, status: int, where: str) -> str:
@@ -708,16 +696,9 @@ def test_the_service_serves_a_sqlite_store_alone_and_will_not_start_beside_anoth
         tmp_path, monkeypatch):
     from memorybook.store import SQLiteMemoryStore
 
-    held, closed = [], []
+    closed = []
     original_close = SQLiteMemoryStore.close
-
-    @contextlib.contextmanager
-    def serving_alone(store):  # tests/store/test_sqlite.py holds it across processes
-        held.append("held")
-        yield
-        held.append("given back")
-
-    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", serving_alone)
+    held = serving_alone_noted(monkeypatch)
     monkeypatch.setattr(SQLiteMemoryStore, "close",
                         lambda store: (closed.append(store.path), original_close(store)))
     app, _ = service(tmp_path)
@@ -728,10 +709,7 @@ def test_the_service_serves_a_sqlite_store_alone_and_will_not_start_beside_anoth
     assert talk(app, requests) == ["held"] and held == ["held", "given back"], (
         f"the service must hold its SQLite store's serving_alone() while it runs: {held}")
 
-    def refused(store):
-        raise MemoryStoreError("Another process serves the SQLite store (a test's)")
-
-    monkeypatch.setattr(SQLiteMemoryStore, "serving_alone", refused)
+    serving_alone_refused(monkeypatch)
     closed.clear()
     with pytest.raises(MemoryStoreError, match="Another process serves"):
         talk(service(tmp_path)[0], requests)

@@ -21,7 +21,6 @@ import time
 import httpx2
 import psutil
 import pytest
-from asgi_lifespan import LifespanManager
 
 from memorybook.config import RECORDING_PATH
 from memorybook.example import EARLIER, ROUTE, ticket_state
@@ -29,7 +28,14 @@ from memorybook.gates import PendingGates
 from memorybook.memory import MEMORY_KEY, InMemoryMemories, StateError
 from memorybook.service import create_app
 from memorybook.wrapper import ask_with_memory_async
-from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev, live_env, loopback_http
+from tests.helpers import (
+    COMMITTED_RECORDING,
+    REPO_ROOT,
+    fresh_jev,
+    in_process,
+    live_env,
+    loopback_http,
+)
 from tools.loopback_server import LoopbackSystemOne
 
 CANARY_KEY = "canary-key-3f9a1c7e55d2"
@@ -293,14 +299,6 @@ def test_a_live_gate_that_times_out_or_fails_leaves_the_reply_intact(monkeypatch
     assert list(tmp_path.iterdir()) == [], (
         f"{mode} mode wrote {sorted(p.name for p in tmp_path.iterdir())} for a failed call")
     assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING, "the committed recording changed"
-
-
-@contextlib.asynccontextmanager
-async def in_process(app):
-    async with LifespanManager(app) as running:
-        transport = httpx2.ASGITransport(app=running.app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://localhost") as http:
-            yield http
 
 
 @pytest.mark.parametrize("recording", ["the collection's", "the app's own"])

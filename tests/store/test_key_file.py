@@ -18,7 +18,6 @@ def no_key_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
 
 
-
 def test_a_wrong_key_is_pointed_at_the_key_file_only_when_there_is_one(tmp_path: Path) -> None:
     for given in (None, new_key()):  # a key file made, or the key given and no file
         path = tmp_path / f"{'given' if given else 'file'}.sqlite3"
@@ -31,6 +30,7 @@ def test_a_wrong_key_is_pointed_at_the_key_file_only_when_there_is_one(tmp_path:
             "a wrong key's message names the key file among the places the right one may be "
             "kept when it exists, and only then (key_hint() in memorybook/store/sqlite.py): "
             f"{raised.value}")
+
 
 def test_local_key_file_is_created_with_notice_and_reused(tmp_path: Path) -> None:
     path = tmp_path / "memories.sqlite3"
