@@ -79,13 +79,16 @@ def client_settings() -> dict:
 
 
 def sync_client(replay: ReplayOnlyTransport | None) -> TypeSafeClient:
-    """An SDK client with `client_settings()`: through `replay`, or live (`LiveTransport`)."""
+    """An SDK client with `client_settings()`: through `replay`, or live (`LiveTransport`). Its
+    libraries' log lines leave out the key and the bodies, replaying too (`SecretsOutOfLogs`)."""
+    SecretsOutOfLogs.install()
     return TypeSafeClient(**client_settings(), transport=replay or LiveTransport(timeout_seconds()))
 
 
 def async_client(replay: ReplayOnlyTransport | None) -> AsyncTypeSafeClient:
     """`sync_client()` for asyncio: the same settings and transport, whose work (a replay-only
     refusal, or a live call within its limits) runs in a worker thread."""
+    SecretsOutOfLogs.install()
     transport = replay or LiveTransport(timeout_seconds())
     return AsyncTypeSafeClient(**client_settings(), transport=InWorkerThread(transport))
 
@@ -148,8 +151,8 @@ class LiveTransport(httpx2.BaseTransport):
     which may be another machine. Every other request uses the environment's proxies.
 
     An endpoint's status line goes on without the key, and the log lines of the libraries
-    under this transport, which quote what the endpoint sent, are written without it
-    (``KeyOutOfLogs``).
+    under this transport, which quote what the endpoint sent, are written without it and
+    without the bodies sent and received (``SecretsOutOfLogs``).
     """
 
     def __init__(self, seconds: float, *, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
@@ -157,7 +160,7 @@ class LiveTransport(httpx2.BaseTransport):
         self.max_answer_bytes = max_answer_bytes
         self._tls = httpx2.create_ssl_context()  # made once: it reads the certificate store
         self._call = threading.local()
-        KeyOutOfLogs.install()
+        SecretsOutOfLogs.install()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         _refuse_plain_http_off_this_machine(request.url)
@@ -223,16 +226,23 @@ class LiveTransport(httpx2.BaseTransport):
         )
 
 
-class KeyOutOfLogs(logging.Filter):
-    """Takes the API key out of the log lines of the libraries a live call goes through, which
-    quote what the endpoint sent (httpx2 its status line; httpcore2 at DEBUG its headers; the
-    SDK at DEBUG the headers it got): whoever turns their logging on never has the key written.
+class SecretsOutOfLogs(logging.Filter):
+    """Takes the API key and the customers' words out of the log lines of the libraries a call
+    goes through, for whoever turns their logging up to DEBUG:
+
+    - the key, which they quote from what the endpoint sent (httpx2 its status line; httpcore2
+      at DEBUG its headers; the SDK at DEBUG the headers it got);
+    - the bodies the SDK logs at DEBUG, both ways: a request's is the state, a ticket's words
+      included, and an error's may quote it. Their size is logged in their place.
+
     A logger's filter sees only its own records, so each logger is named."""
 
     LOGGERS = ("httpx2", "typesafe_sdk", *(f"httpcore2.{name}" for name in (
         "connection", "http11", "http2", "proxy", "socks")))
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, dict) and isinstance(record.args.get("body"), bytes | str):
+            record.args = {**record.args, "body": _NotLogged(len(record.args["body"]))}
         message = record.getMessage()
         redacted = redact_key(message)
         if redacted != message:
@@ -245,6 +255,16 @@ class KeyOutOfLogs(logging.Filter):
             logger = logging.getLogger(name)
             if not any(isinstance(known, cls) for known in logger.filters):
                 logger.addFilter(cls())
+
+
+class _NotLogged:
+    """What a log line shows for a body it leaves out."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"<{self.size} bytes, not logged>"
 
 
 class _Attempt:

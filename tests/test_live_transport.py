@@ -25,6 +25,7 @@ from typesafe_sdk import Noul, TypeSafeError
 from memorybook.api_errors import AnswerRefusedError, CallTimeoutError, describe_api_failure
 from memorybook.config import MAX_TIMEOUT_SECONDS, RECORDING_PATH
 from memorybook.jev import Jev
+from memorybook.recording import RecordingError
 from memorybook.transport import MAX_ANSWER_BYTES, LiveTransport
 from tests.helpers import MARGIN_SECONDS
 from tools.loopback_server import LoopbackSystemOne
@@ -293,7 +294,7 @@ def test_no_answer_or_error_of_a_hostile_endpoint_carries_the_key(monkeypatch, c
         assert form not in shown, (
             "memorybook/transport.py's LiveTransport must take the key out of what the endpoint "
             "sends back, however it is spelt (JSON escapes, a header, another encoding), before "
-            "the SDK reads it, and KeyOutOfLogs out of the log lines of every library the call "
+            "the SDK reads it, and SecretsOutOfLogs out of the log lines of every library the call "
             f"goes through: {shown[shown.find(form) - 300:][:600]}")
 
 
@@ -338,3 +339,41 @@ def test_the_status_line_an_endpoint_writes_goes_on_without_the_key():
     assert response.status_code == 400 and KEY not in response.reason_phrase, (
         "memorybook/transport.py's LiveTransport must pass on the status line's reason without "
         f"the key (the SDK's client and its errors show it): {response.reason_phrase!r}")
+
+
+WORDS = "my card ends 4242 and my password is hunter2"
+
+
+@pytest.mark.parametrize("how", ["live", "live, its error quoting the ticket", "live, async",
+                                 "replaying"])
+def test_a_debug_log_of_every_library_holds_no_customers_words(monkeypatch, caplog, tmp_path,
+                                                                how):
+    import asyncio
+
+    state = {"ticket": {"subject": "Invoice", "text": WORDS}}
+    body = (json.dumps({"error": {"message": f"Bad request: {json.dumps(state)}"}})
+            if "error" in how else json.dumps(ANSWER))
+    server = answering("400 Bad Request" if "error" in how else "200 OK", body.encode(),
+                       Content_Type="application/json")
+    with raw_server(server) as base_url, caplog.at_level(logging.DEBUG):  # every library's
+        monkeypatch.setenv("TYPESAFE_ENDPOINT", base_url)
+        if how == "replaying":
+            (tmp_path / "recording.json").write_text("{}")
+            jev = Jev(recording=tmp_path / "recording.json", mode="replay")
+        else:
+            jev = Jev(mode="live")
+        try:
+            if how == "live, async":
+                asyncio.run(jev.ask_async(state, QUESTIONS))
+            else:
+                jev.ask(state, QUESTIONS)
+        except (TypeSafeError, RecordingError):  # the refusal, or the miss: logged all the same
+            assert how in ("live, its error quoting the ticket", "replaying")
+    wire = [record.getMessage() for record in caplog.records if "body=" in record.getMessage()]
+    assert wire and all("bytes, not logged>" in line for line in wire), (
+        f"the SDK's DEBUG lines of what went over the wire are expected here: {caplog.text}")
+    assert WORDS not in caplog.text and "hunter2" not in caplog.text, (
+        "memorybook/transport.py's SecretsOutOfLogs must take the bodies out of the SDK's DEBUG "
+        "lines (a request's is the state, a ticket's words included; an error may quote it), "
+        "and sync_client() and async_client() must install it: "
+        f"{caplog.text[caplog.text.find('hunter2') - 300:][:600]}")
