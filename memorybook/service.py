@@ -21,6 +21,8 @@ TYPESAFE_ENDPOINT; MEMORYBOOK_STORE_URL (by default a SQLite file in .memorybook
 folder holding a pyproject.toml, else the working one) and MEMORYBOOK_STORE_KEY (PostgreSQL needs
 it; SQLite makes a key file beside the database and logs where: back it up with it);
 MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service_settings.py.
+- It asks Jev live or replays a recording, never records: that would keep each ticket's words
+  in the recording, in clear, so a start in record mode is refused.
 - Replicas share a PostgreSQL store; a process holds at most twice MEMORYBOOK_MAX_IN_FLIGHT
   connections for customers' turns (memorybook/store/turns.py) and one for its store: 17 by
   default. A SQLite file takes one process: a second, or `uvicorn --workers 2`, is refused at
@@ -75,7 +77,6 @@ from memorybook.config import timeout_seconds
 from memorybook.example import ROUTE
 from memorybook.gates import PendingGates, WaitedTooLong
 from memorybook.in_flight import AskAsync, InFlight
-from memorybook.jev import Jev
 from memorybook.recording import RecordingError
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
@@ -97,7 +98,7 @@ from memorybook.service_models import (
     read_ticket_state,
     refused_id,
 )
-from memorybook.service_settings import ServiceSettings
+from memorybook.service_settings import ServiceSettings, jev_to_serve
 from memorybook.store import (
     STORE_URL_ENV,
     DamagedMemoryError,
@@ -132,20 +133,18 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
     $MEMORYBOOK_STORE_URL, else the SQLite default) with `retention` (memories older than that
     expire; None: $MEMORYBOOK_RETENTION_DAYS, else kept until erased) and `store_options`
     (open_store()'s other arguments: timeout=, clock=, ...); on PostgreSQL each customer's turn
-    is held across processes too. `ask` is what asks Jev: by default `Jev().ask_async`, made here
-    from the environment (live with a key and no recording asked for; otherwise its recording
-    is read here, and one that cannot be used raises RecordingError); a stand-in in a unit
-    test. `settings`: who may reach it, body limit, sweep interval (by default from the
-    environment: memorybook/service_settings.py). `questions`: what POST asks Jev about each
-    ticket, and answers with (by default the example's ROUTE)."""
+    is held across processes too. `ask` is what asks Jev: by default `jev_to_serve().ask_async`
+    (memorybook/service_settings.py: live with a key, else replaying a recording read here; a
+    recording that cannot be used raises RecordingError, record mode ConfigError); a stand-in
+    in a unit test. `settings`: who may reach it, body limit, sweep interval (by default from
+    the environment: memorybook/service_settings.py). `questions`: what POST asks Jev about
+    each ticket, and answers with (by default the example's ROUTE)."""
     questions = ROUTE if questions is None else questions
     settings = settings or ServiceSettings.from_environment()
     retention = retention if retention is not None else settings.retention
     store_options = dict(store_options or {})
-    if ask is None:
-        jev = Jev()
-        jev.read_recording()  # one that cannot be used stops the start, not each request
-        ask = jev.ask_async
+    if ask is None:  # a recording that cannot be used stops the start, not each request
+        ask = jev_to_serve().ask_async
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):

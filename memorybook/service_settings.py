@@ -149,16 +149,35 @@ def refusal_to_bind(host: str) -> str | None:
             f"in {ALLOWED_HOSTS_ENV}; nothing was started. Or leave HOST at 127.0.0.1.")
 
 
+def jev_to_serve():
+    """The Jev the service asks by default, from the environment: live with a key, else replaying
+    its recording, which is read now (one that cannot be used raises RecordingError). Record mode
+    is refused (ConfigError): it would keep each ticket's words in the recording, in clear, where
+    the service keeps tickets only in its encrypted store."""
+    from memorybook.config import RECORD_MODE_ENV, RECORDING_ENV
+    from memorybook.jev import Jev, Mode
+
+    jev = Jev()
+    if jev.mode is Mode.RECORD:
+        raise ConfigError(
+            f"record mode would write every ticket's words into {jev.recording.name}, in clear, "
+            f"and the service keeps tickets only in its encrypted store: serve live (unset "
+            f"{RECORDING_ENV} and {RECORD_MODE_ENV}) or replaying ({RECORD_MODE_ENV}=replay, "
+            f"or no key), and record in a script of your own (Jev(recording=..., "
+            f"mode=\"record\")).")
+    jev.read_recording()
+    return jev
+
+
 def reason_it_cannot_start() -> str | None:
     """Why the service would stop at startup, in one line, or None: the recording it reads and
     the store it opens are tried as it will try them (the store is opened, a new one made, and
     closed again; what it noticed, such as a new key file to back up, is printed)."""
     from memorybook.errors import MemorybookError
-    from memorybook.jev import Jev
     from memorybook.store import open_store
 
     try:
-        Jev().read_recording()
+        jev_to_serve()
         store = open_store(retention=ServiceSettings.from_environment().retention)
     except MemorybookError as error:
         said = " ".join(str(error).split())

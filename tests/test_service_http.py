@@ -1004,6 +1004,34 @@ def test_make_serves_check_names_a_store_or_recording_the_service_cannot_start_w
     assert said.count("\n") == 1 and "recording.json" in said, said
 
 
+@pytest.mark.parametrize("asked", [{"MEMORYBOOK_RECORDING": "calls.json"},
+                                   {"MEMORYBOOK_RECORDING": "calls.json",
+                                    "MEMORYBOOK_RECORD_MODE": "record"}])
+def test_the_service_refuses_record_mode_which_would_keep_tickets_in_clear(
+        tmp_path, monkeypatch, capsys, asked):
+    from memorybook.config import ConfigError
+    from memorybook.jev import Mode
+    from memorybook.service_settings import jev_to_serve, main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMORYBOOK_STORE_URL", f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    monkeypatch.setenv("TYPESAFE_API_KEY", "canary-sk-5d1c0e9b7a3f2468")
+    monkeypatch.setenv("MEMORYBOOK_LIVE_IN_CI", "1")
+    monkeypatch.delenv("MEMORYBOOK_RECORD_MODE", raising=False)
+    assert jev_to_serve().mode is Mode.LIVE, "with a key and no recording, the service is live"
+    for name, value in asked.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match="in clear"):
+        create_app()
+    assert main(["127.0.0.1"]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "record mode would write every ticket's words" in said, (
+        "the service keeps tickets only in its encrypted store, so a start in record mode must "
+        "be refused in one line (jev_to_serve() in memorybook/service_settings.py, which "
+        f"create_app() and make serve's check both call): {said!r}")
+    assert not (tmp_path / "calls.json").exists(), "a refused start must write no recording"
+
+
 def damage_the_only_memory(tmp_path) -> None:
     """Flip the last byte of the one memory in the service's SQLite store, as a disk or a hand
     outside memorybook would."""
