@@ -48,7 +48,12 @@ from memorybook.config import (
 from memorybook.questions import question_objects
 from memorybook.recording import CheckedJsonCache, RecordingError, open_recording
 from memorybook.replay import RecordingMissError, ReplayOnlyTransport
-from memorybook.transport import ClientOnFirstUse, async_client, sync_client
+from memorybook.transport import (
+    ClientOnFirstUse,
+    SecretsOutOfLogs,
+    async_client,
+    sync_client,
+)
 
 
 class Mode(StrEnum):
@@ -110,6 +115,7 @@ class Jev:
     def __init__(self, recording: str | os.PathLike | None = None, *, mode: str | None = None,
                  model: str = TYPESAFE_MODEL, client=None) -> None:
         self.mode, self.recording, reason = choose_mode(recording, mode, client is not None)
+        SecretsOutOfLogs.install()  # whatever the client, its libraries log no key and no words
         self.model = model
         replay = None
         if self.mode is Mode.REPLAY:  # nothing is sent, whatever client was given

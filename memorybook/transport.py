@@ -79,16 +79,13 @@ def client_settings() -> dict:
 
 
 def sync_client(replay: ReplayOnlyTransport | None) -> TypeSafeClient:
-    """An SDK client with `client_settings()`: through `replay`, or live (`LiveTransport`). Its
-    libraries' log lines leave out the key and the bodies, replaying too (`SecretsOutOfLogs`)."""
-    SecretsOutOfLogs.install()
+    """An SDK client with `client_settings()`: through `replay`, or live (`LiveTransport`)."""
     return TypeSafeClient(**client_settings(), transport=replay or LiveTransport(timeout_seconds()))
 
 
 def async_client(replay: ReplayOnlyTransport | None) -> AsyncTypeSafeClient:
     """`sync_client()` for asyncio: the same settings and transport, whose work (a replay-only
     refusal, or a live call within its limits) runs in a worker thread."""
-    SecretsOutOfLogs.install()
     transport = replay or LiveTransport(timeout_seconds())
     return AsyncTypeSafeClient(**client_settings(), transport=InWorkerThread(transport))
 

@@ -20,13 +20,13 @@ from contextlib import contextmanager
 
 import httpx2
 import pytest
-from typesafe_sdk import Noul, TypeSafeError
+from typesafe_sdk import Noul, TypeSafeClient, TypeSafeError
 
 from memorybook.api_errors import AnswerRefusedError, CallTimeoutError, describe_api_failure
 from memorybook.config import MAX_TIMEOUT_SECONDS, RECORDING_PATH
 from memorybook.jev import Jev
 from memorybook.recording import RecordingError
-from memorybook.transport import MAX_ANSWER_BYTES, LiveTransport
+from memorybook.transport import MAX_ANSWER_BYTES, LiveTransport, SecretsOutOfLogs
 from tests.helpers import MARGIN_SECONDS
 from tools.loopback_server import LoopbackSystemOne
 
@@ -345,7 +345,7 @@ WORDS = "my card ends 4242 and my password is hunter2"
 
 
 @pytest.mark.parametrize("how", ["live", "live, its error quoting the ticket", "live, async",
-                                 "replaying"])
+                                 "live, the app's own client", "replaying"])
 def test_a_debug_log_of_every_library_holds_no_customers_words(monkeypatch, caplog, tmp_path,
                                                                 how):
     import asyncio
@@ -355,9 +355,13 @@ def test_a_debug_log_of_every_library_holds_no_customers_words(monkeypatch, capl
             if "error" in how else json.dumps(ANSWER))
     server = answering("400 Bad Request" if "error" in how else "200 OK", body.encode(),
                        Content_Type="application/json")
+    for name in SecretsOutOfLogs.LOGGERS:  # as in a new process: this case must install it
+        monkeypatch.setattr(logging.getLogger(name), "filters", [])
     with raw_server(server) as base_url, caplog.at_level(logging.DEBUG):  # every library's
         monkeypatch.setenv("TYPESAFE_ENDPOINT", base_url)
-        if how == "replaying":
+        if how == "live, the app's own client":
+            jev = Jev(mode="live", client=TypeSafeClient(api_key=KEY, base_url=base_url))
+        elif how == "replaying":
             (tmp_path / "recording.json").write_text("{}")
             jev = Jev(recording=tmp_path / "recording.json", mode="replay")
         else:
@@ -375,5 +379,5 @@ def test_a_debug_log_of_every_library_holds_no_customers_words(monkeypatch, capl
     assert WORDS not in caplog.text and "hunter2" not in caplog.text, (
         "memorybook/transport.py's SecretsOutOfLogs must take the bodies out of the SDK's DEBUG "
         "lines (a request's is the state, a ticket's words included; an error may quote it), "
-        "and sync_client() and async_client() must install it: "
+        "and Jev() must install it, whatever its client: "
         f"{caplog.text[caplog.text.find('hunter2') - 300:][:600]}")
