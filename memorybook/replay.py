@@ -54,11 +54,12 @@ class RecordingMissError(RecordingError):
     """
 
     def __init__(self, summary: str, reasons: list[str], link: str, how_to_record: str,
-                 call: str = "", request: dict | None = None) -> None:
+                 call: str = "", request: dict | None = None, *,
+                 logged: str | None = None) -> None:
         self.summary, self.reasons, self.link, self.how_to_record, self.call = (
             summary, list(reasons), link, how_to_record, call)
         self.request = request or {}
-        super().__init__(self._message())
+        super().__init__(self._message(), logged=logged)
 
     def _message(self) -> str:
         return "\n".join([
@@ -73,7 +74,7 @@ class RecordingMissError(RecordingError):
                 reason.startswith("Memories:") for reason in self.reasons):
             return
         self.reasons.insert(0, threshold_reason(remember_at))
-        RecordingError.__init__(self, self._message())
+        RecordingError.__init__(self, self._message(), logged=self.logged)
 
 
 def threshold_reason(remember_at: float) -> str:
@@ -146,11 +147,14 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None,
                        f"missed: {earlier.call}. Calls "
                        f"made after it can differ from the recorded run because it failed; "
                        f"fix that one first.")
+    def summary(call: str) -> str:
+        return (f"The recording {shown_path(recording)} has no answer to this call: {call}. "
+                f"Nothing was sent, and the recording is unchanged.")
+
     miss = RecordingMissError(
-        f"The recording {shown_path(recording)} has no answer to this call: {call}. "
-        f"Nothing was sent, and the recording is unchanged.",
-        reasons, link, how_to_record(reason, recording), call,
+        summary(call), reasons, link, how_to_record(reason, recording), call,
         {"model": model, "state": state, "questions": questions},
+        logged=summary(describe_call(state, questions, words=False)),
     )
     misses.append(miss)
     del misses[:-MISSES_KEPT]

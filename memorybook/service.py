@@ -217,7 +217,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
                                  "how_to_record": miss.how_to_record}, status_code=503)
         except RecordingError as error:  # e.g. record mode, and its answer could not be kept
             log.error("routing ticket %s of customer %s failed: %s", shown(state["ticket"]["id"]),
-                      state["customer"]["id"], one_line(error))
+                      state["customer"]["id"], one_line(error.logged))  # by ids, no words
             return JSONResponse({"detail": f"the recording failed: {one_line(error)}"},
                                 status_code=503)
         except DamagedMemoryError as error:

@@ -46,6 +46,7 @@ from memorybook.memory import (
     worth_keeping,
 )
 from memorybook.questions import question_objects
+from memorybook.recording import RecordingError
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
 
@@ -246,9 +247,12 @@ async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResp
         # Its ticket id is a non-blank string: checked_state() checked the state, or the store
         # the recorded gate's memory.
         named = f"ticket {ticket_id_of(memory)[:80]!r}"
+        # Neither what the API said nor a recording's name for the call (its subject) is
+        # logged: either may quote the ticket.
+        said = error.logged if isinstance(error, RecordingError) else str(error)
         why = (describe_api_failure(error, quoting_the_api=False)
                if isinstance(error, TypeSafeError) else
-               f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}")
+               f"{type(error).__name__}: {(said.splitlines() or [''])[0]}")
         outcome = ("nothing saved yet: its record stays in the store, and it runs again once "
                    "this process has ended" if stays else "nothing saved")
         log.error(redact(f"gate for customer {customer[:80]!r}, {named}, failed, {outcome}: "

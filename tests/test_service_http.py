@@ -1032,6 +1032,31 @@ def test_the_service_refuses_record_mode_which_would_keep_tickets_in_clear(
     assert not (tmp_path / "calls.json").exists(), "a refused start must write no recording"
 
 
+def test_a_damaged_recorded_answer_is_logged_by_ids_and_told_to_its_client_whole(
+        tmp_path, monkeypatch, caplog):
+    from memorybook.config import TYPESAFE_MODEL
+    from memorybook.example import ROUTE
+    from memorybook.jev import Jev, request_json
+    from memorybook.recording import cache_key
+
+    state = ticket()
+    state["ticket"]["subject"] = "Kestrel invoice 7731"  # a subject no log may hold
+    recording = tmp_path / "recording.json"
+    damaged = {"model": TYPESAFE_MODEL, "usage": {}, "answers": {"team": {"type": "choice"}}}
+    recording.write_text(json.dumps({cache_key(TYPESAFE_MODEL, *request_json(state, ROUTE)):
+                                     damaged}), encoding="utf-8")
+    jev = Jev(recording=recording, mode="replay")
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=jev.ask_async)
+    with caplog.at_level(logging.ERROR, logger="memorybook"):
+        answer = talk(app, lambda http: http.post("/tickets", json=state))
+    told = one_line(answer, 503, "a damaged recorded answer is the recording's failure")
+    assert "damaged answer" in told and "Kestrel invoice 7731" in told, told
+    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "memorybook")
+    assert "damaged answer" in logged and "T-901" in logged and "Kestrel" not in logged, (
+        "route_ticket() (memorybook/service.py) must log a RecordingError's `logged`, which "
+        f"names the call by its ids, never the ticket's subject: {logged}")
+
+
 def damage_the_only_memory(tmp_path) -> None:
     """Flip the last byte of the one memory in the service's SQLite store, as a disk or a hand
     outside memorybook would."""

@@ -47,6 +47,9 @@ def my_ticket(customer: str, ticket_id: str, text: str = "We self-host on Linux.
     return ticket_state(customer, ticket_id, "2026-10-02", "Question", text)
 
 
+SUBJECT = "Kestrel invoice 7731"  # a subject no log may hold
+
+
 class SlowGate:
     """Made-up answers: every ticket to the Linux team at once; the gate keeps every ticket, but
     only once `release` is set."""
@@ -233,7 +236,7 @@ def test_a_state_whose_ticket_has_no_id_is_refused_before_its_reply_and_its_gate
         f"({len(jev.routed)} routing call(s) made; logged: {caplog.text})")
 
 
-def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_logged(
+def test_a_gate_that_misses_the_recording_sends_nothing_and_is_logged_by_ids_only(
         monkeypatch, caplog):
     with LoopbackSystemOne({}) as server:
         real = fresh_jev(monkeypatch, TYPESAFE_ENDPOINT=server.base_url)  # replay: no key
@@ -246,9 +249,9 @@ def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_log
 
         async def scenario():
             memories, gates = InMemoryMemories(), PendingGates()
-            reply = await ask_with_memory_async(
-                my_ticket("C-1042", "T-901"), ROUTE, memories, gates=gates,
-                ask=made_up_route_real_gate)
+            state = ticket_state("C-1042", "T-901", "2026-10-02", SUBJECT, "On Linux.")
+            reply = await ask_with_memory_async(state, ROUTE, memories, gates=gates,
+                                                ask=made_up_route_real_gate)
             await gates.drain()
             return reply, memories
 
@@ -259,6 +262,11 @@ def test_a_gate_that_misses_the_recording_without_a_key_sends_nothing_and_is_log
     assert memories.recall("C-1042") == []
     records = [r for r in caplog.records if r.name == "memorybook"]
     assert len(records) == 1 and "RecordingMissError" in records[0].getMessage(), caplog.text
+    logged = records[0].getMessage()
+    assert "T-901" in logged and "C-1042" in logged and SUBJECT not in logged, (
+        "a failed gate is logged by its ids, never with the ticket's words: keep_if_worth_it() "
+        "(memorybook/wrapper.py) must log a RecordingError's `logged`, which names the call "
+        f"without its subject (describe_call(..., words=False)): {logged}")
 
 
 @pytest.mark.parametrize("mode", ["record", "live"])

@@ -199,11 +199,13 @@ def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path
     problem = answer_problem(entry, questions)
     if problem is None:
         return
-    raise RecordingError(
-        f"The recording {shown_path(path)} holds a damaged answer for "
-        f"{describe_call(state, questions)}: {problem}. Remove that entry (key {shown_key(key)}) "
-        f"and record the call again{restore_hint(path)}."
-    )
+    def said(call: str) -> str:
+        return (f"The recording {shown_path(path)} holds a damaged answer for {call}: {problem}. "
+                f"Remove that entry (key {shown_key(key)}) and record the call again"
+                f"{restore_hint(path)}.")
+
+    raise RecordingError(said(describe_call(state, questions)),
+                         logged=said(describe_call(state, questions, words=False)))
 
 
 def open_recording(path: Path | None = None) -> CheckedJsonCache:

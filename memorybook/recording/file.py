@@ -38,10 +38,13 @@ from memorybook.redaction import redact
 
 
 class RecordingError(MemorybookError, RuntimeError):
-    """The recording cannot be used as it is; the message says which file and what to do."""
+    """The recording cannot be used as it is; the message says which file and what to do.
+    `logged` is what a log may say of it: the same, but a call named by its ids alone, never a
+    ticket's words (which a reader's message shows)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, logged: str | None = None) -> None:
         super().__init__(redact(message))
+        self.logged = str(self) if logged is None else redact(logged)
 
 
 # One writer at a time in this process (the file lock covers other processes); `stop_writing`

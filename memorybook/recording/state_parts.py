@@ -24,13 +24,15 @@ def _part_of(state, name: str) -> dict:
     return found if isinstance(found, dict) else {}
 
 
-def describe_call(state, questions: dict) -> str:
-    """A reader's name for one request: which question, about which ticket, with which memories."""
+def describe_call(state, questions: dict, *, words: bool = True) -> str:
+    """A reader's name for one request: which question, about which ticket (with its subject,
+    unless `words` is False: a log's name for it holds ids only), with which memories."""
     ticket, customer = ticket_of(state), customer_of(state)
     memories = memory_ids_in(state)
     with_memories = f", with the memories {', '.join(memories)}" if memories else ""
+    subject = f" ({ticket.get('subject', 'no subject')!r})" if words else ""
     return (f"the question{'s' if len(questions) != 1 else ''} {', '.join(map(repr, questions))}"
-            f" about ticket {ticket.get('id', '?')} ({ticket.get('subject', 'no subject')!r}) "
+            f" about ticket {ticket.get('id', '?')}{subject} "
             f"of customer {customer.get('id', '?')}{with_memories}")
 
 
