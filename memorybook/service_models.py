@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from starlette.requests import ClientDisconnect
 
 from memorybook.example import later_state
-from memorybook.memory import MEMORY_KEY
+from memorybook.memory import MEMORY_KEY, StateError, checked_state
 from memorybook.store.retention import EVENTS
-from memorybook.store.validation import MAX_MEMORY_NESTING, shown
+from memorybook.store.validation import MAX_MEMORY_NESTING, StoreInputError, shown
 
 CUSTOMER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 CUSTOMER_ID_RULE = ("a customer id is 1 to 128 characters of ASCII letters, digits and . _ : @ -, "
@@ -307,6 +307,11 @@ async def read_ticket_state(request: Request) -> dict:
         TicketState.model_validate(state)
     except ValidationError as invalid:
         raise HTTPException(422, first_error(invalid.errors(), "the state's ")) from None
+    try:  # as ask_with_memory_async() checks it: a state the store would keep as a memory
+        checked_state(state)
+    except (StateError, StoreInputError) as refused:  # e.g. over 1 MB once JSON escapes it
+        raise HTTPException(422, f"the state cannot be kept as a memory: {one_line(refused)}"
+                            ) from None
     return state
 
 

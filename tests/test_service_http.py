@@ -299,6 +299,17 @@ def test_the_default_body_limit_is_1_mb(tmp_path):
     one_line(refused, 413, "MEMORYBOOK_MAX_BODY_BYTES defaults to 1,000,000")
 
 
+def test_a_body_within_the_limit_that_no_memory_may_hold_gets_422_and_asks_nothing(tmp_path):
+    app, jev = service(tmp_path)
+    accented = {**ticket(), "padding": "\u00e9" * 300_000}  # 600 kB; 1.8 MB once JSON escapes it
+    body = json.dumps(accented, ensure_ascii=False).encode()
+    answer = talk(app, lambda http: http.post("/tickets", content=body, headers=JSON))
+    told = one_line(answer, 422, "read_ticket_state() (memorybook/service_models.py) must refuse "
+                                 "a state the store would not keep, as checked_state() does, "
+                                 "before anything is asked (not a 500 from the wrapper)")
+    assert "1,000,000" in told and jev.calls == [], told
+
+
 class FailingStore(InMemoryMemories):
     """A store whose every call fails, as one on a stopped database does."""
 
