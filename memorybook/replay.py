@@ -147,6 +147,7 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None,
                        f"missed: {earlier.call}. Calls "
                        f"made after it can differ from the recorded run because it failed; "
                        f"fix that one first.")
+
     def summary(call: str) -> str:
         return (f"The recording {shown_path(recording)} has no answer to this call: {call}. "
                 f"Nothing was sent, and the recording is unchanged.")

@@ -20,9 +20,13 @@ import math
 import os
 import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from memorybook.config import ConfigError
 from memorybook.in_flight import DEFAULT_MAX_IN_FLIGHT, max_in_flight
+
+if TYPE_CHECKING:
+    from memorybook.jev import Jev
 
 ALLOWED_HOSTS_ENV = "MEMORYBOOK_ALLOWED_HOSTS"
 TOKEN_ENV = "MEMORYBOOK_SERVICE_TOKEN"
@@ -149,7 +153,7 @@ def refusal_to_bind(host: str) -> str | None:
             f"in {ALLOWED_HOSTS_ENV}; nothing was started. Or leave HOST at 127.0.0.1.")
 
 
-def jev_to_serve():
+def jev_to_serve() -> Jev:
     """The Jev the service asks by default, from the environment: live with a key, else replaying
     its recording, which is read now (one that cannot be used raises RecordingError). Record mode
     is refused (ConfigError): it would keep each ticket's words in the recording, in clear, where

@@ -199,6 +199,7 @@ def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path
     problem = answer_problem(entry, questions)
     if problem is None:
         return
+
     def said(call: str) -> str:
         return (f"The recording {shown_path(path)} holds a damaged answer for {call}: {problem}. "
                 f"Remove that entry (key {shown_key(key)}) and record the call again"
