@@ -81,7 +81,8 @@ def checked_state(state: object) -> str:
     ticket = state.get("ticket")  # customer_id() has checked that the state is a dict
     ticket_id = ticket.get("id") if isinstance(ticket, dict) else None
     if not (isinstance(ticket_id, str) and ticket_id.strip()):
-        found = "a ticket without one" if isinstance(ticket, dict) else "no ticket"
+        found = (f"{ticket_id[:40]!r}, which is blank" if isinstance(ticket_id, str) else
+                 "a ticket without one" if isinstance(ticket, dict) else "no ticket")
         raise StateError(
             "ask_with_memory() files each memory under its ticket: the state needs `ticket.id`, "
             f"a non-blank string; got {found}.")

@@ -107,7 +107,7 @@ from memorybook.store import (
     open_store,
 )
 from memorybook.store.turns import CustomerTurns
-from memorybook.store.validation import shown
+from memorybook.store.validation import NOT_BLANK_PATTERN, shown
 from memorybook.wrapper import (
     ask_with_memory_async,
     recover_abandoned_gates,
@@ -121,8 +121,8 @@ RECOVERY_INTERVAL_SECONDS = 30.0
 log = logging.getLogger("memorybook")
 
 CustomerInPath = Annotated[str, Path(pattern=CUSTOMER_ID_PATTERN, description=CUSTOMER_ID_RULE)]
-TicketInPath = Annotated[str, Path(pattern=r"\S", description="The id of the ticket whose "
-                                   "memories go, as POST /tickets had it: not blank.")]
+TicketInPath = Annotated[str, Path(pattern=NOT_BLANK_PATTERN, description=(
+    "The id of the ticket whose memories go, as POST /tickets had it: not blank."))]
 
 
 def create_app(store_url: str | None = None, *, retention: timedelta | None = None,

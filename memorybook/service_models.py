@@ -26,7 +26,12 @@ from starlette.requests import ClientDisconnect
 from memorybook.example import later_state
 from memorybook.memory import MEMORY_KEY, StateError, checked_state
 from memorybook.store.retention import EVENTS
-from memorybook.store.validation import MAX_MEMORY_NESTING, StoreInputError, shown
+from memorybook.store.validation import (
+    MAX_MEMORY_NESTING,
+    NOT_BLANK_PATTERN,
+    StoreInputError,
+    shown,
+)
 
 CUSTOMER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 CUSTOMER_ID_RULE = ("a customer id is 1 to 128 characters of ASCII letters, digits and . _ : @ -, "
@@ -65,7 +70,8 @@ class Ticket(BaseModel):
     example's: `received_on`, `subject`, and `messages`, each `{"from", "text"}`)."""
 
     model_config = ConfigDict(extra="allow")
-    id: Annotated[str, Field(pattern=r"\S", description="The ticket's id: not blank.")]
+    id: Annotated[str, Field(pattern=NOT_BLANK_PATTERN,
+                             description="The ticket's id: not blank.")]
 
 
 def _memories_are_the_services_to_add(schema: dict[str, Any]) -> None:

@@ -237,6 +237,25 @@ def test_get_and_delete_of_an_id_breaking_the_rule_get_422_naming_it(tmp_path, p
                                          "the store's ValueError (a 500)")
 
 
+@pytest.mark.parametrize("blank", ["%1F", "%1C%1D", "%20%1E%09", "%E3%80%80", "%C2%85"])
+def test_a_ticket_id_python_counts_as_blank_gets_422_everywhere(tmp_path, blank):
+    import urllib.parse
+
+    app, jev = service(tmp_path)
+    state = ticket()
+    state["ticket"]["id"] = urllib.parse.unquote(blank)
+
+    async def requests(http):
+        return [await http.delete(f"/customers/C-1042/memories/{blank}"),
+                await http.post("/tickets", json=state)]
+
+    for answer in talk(app, requests):
+        one_line(answer, 422, f"a ticket id of {blank} is blank to the store (str.strip()), "
+                              "and must be refused by the schema's pattern (NOT_BLANK_PATTERN "
+                              "in memorybook/store/validation.py), never by the store (a 500)")
+    assert jev.calls == []
+
+
 @pytest.mark.parametrize("content_type", [None, "text/plain", "text/plain;charset=UTF-8",
                                           "application/x-www-form-urlencoded",
                                           "multipart/form-data; boundary=x", "application/xml",

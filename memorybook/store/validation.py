@@ -14,6 +14,9 @@ from memorybook.errors import MemorybookError
 MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answers, not attachments
 # Levels of dicts and lists in one memory: far below what Python decodes at any stack depth.
 MAX_MEMORY_NESTING = 100
+# A ticket id that is not blank, as a pattern (the service's schema): it holds a character that
+# str.strip(), which checked_ticket_id() uses, keeps; Python strips \x1c-\x1f as white space too.
+NOT_BLANK_PATTERN = r"[^\s\x1c-\x1f]"
 # What json.dumps(memory, allow_nan=False) makes anew at each call, made once.
 _MEMORY_JSON = json.JSONEncoder(allow_nan=False)
 
