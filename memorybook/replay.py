@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx2
 from cooksafe import make_playground_link
@@ -94,7 +95,7 @@ class ReplayOnlyTransport(httpx2.BaseTransport):
     def __init__(self, reason: str, recording: Path | None = None) -> None:
         self.reason = reason
         self.recording = recording_path() if recording is None else recording
-        self.misses: list[RecordingMissError] = []  # its Jev's, for explain_miss()
+        self.misses: list[Missed] = []  # its Jev's, for explain_miss()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -116,18 +117,28 @@ def _decoded(request: httpx2.Request) -> bytes:
     return content
 
 
+class Missed(NamedTuple):
+    """What a later miss is told of an earlier one: whose call it was, and which, by its ids
+    alone (a service's next request may be another client's; a long-running one keeps a
+    thousand of these, not their states)."""
+
+    customer: object
+    call: str
+
+
 # The misses met so far, oldest first, the last MISSES_KEPT of them (a service may run for
 # months): a customer's later call can fail only because an earlier call of theirs did (its
 # memory was never saved), and its message then names that first miss. Customers are
 # independent: no miss explains another's. Each Jev keeps its own (ReplayOnlyTransport.misses),
 # so that one made afresh, with memories of its own, is not told of another's; this list is
 # for the callers that have none (a notebook kernel's).
-MISSES_SO_FAR: list[RecordingMissError] = []
+MISSES_SO_FAR: list[Missed] = []
 MISSES_KEPT = 1000
+REASONS_SHOWN = 10  # of a miss's differences from the closest recorded call
 
 
 def explain_miss(body: dict, reason: str, recording: Path | None = None,
-                 misses: list[RecordingMissError] | None = None) -> RecordingMissError:
+                 misses: list[Missed] | None = None) -> RecordingMissError:
     """The error for one missed request: which call, why it most likely missed, what to do.
 
     `recording` is the file that lacked it (by default the one $MEMORYBOOK_RECORDING names, else
@@ -137,10 +148,10 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None,
     misses = MISSES_SO_FAR if misses is None else misses
     state, questions, model = body.get("state"), body.get("questions") or {}, body.get("model")
     link = make_playground_link(state, questions, models=[model] if model else None)
-    call = describe_call(state, questions)
+    call, by_ids = describe_call(state, questions), describe_call(state, questions, words=False)
     customer = customer_of(state).get("id")
-    earlier = next((miss for miss in misses if miss.call != call
-                    and customer_of(miss.request["state"]).get("id") == customer), None)
+    earlier = next((miss for miss in misses if miss.call != by_ids and miss.customer == customer),
+                   None)
     reasons = likely_reasons(state, questions, model, earlier, recording)
     if earlier is not None:
         reasons.append(f"Earlier in this process another call for customer {customer} "
@@ -155,15 +166,15 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None,
     miss = RecordingMissError(
         summary(call), reasons, link, how_to_record(reason, recording), call,
         {"model": model, "state": state, "questions": questions},
-        logged=summary(describe_call(state, questions, words=False)),
+        logged=summary(by_ids),
     )
-    misses.append(miss)
+    misses.append(Missed(customer, by_ids))
     del misses[:-MISSES_KEPT]
     return miss
 
 
 def likely_reasons(state, questions: dict, model: str | None,
-                   earlier: RecordingMissError | None = None,
+                   earlier: Missed | None = None,
                    recording: Path | None = None) -> list[str]:
     """Why a call missed, found by comparing it with the requests behind the recorded answers
     (provenance.json beside the recording; an app's own recording has none)."""
@@ -194,8 +205,13 @@ def likely_reasons(state, questions: dict, model: str | None,
                 f"{ticket_id}: this is a new call, which only Jev can answer."]
     ours = {"model": model, "state": state, "questions": questions}
     closest = min(alike, key=lambda request: len(differences(ours, request)))
-    return [_explain(path, mine, theirs, earlier)
-            for path, mine, theirs in differences(ours, closest)]
+    found = differences(ours, closest)
+    reasons = [_explain(path, mine, theirs, earlier)
+               for path, mine, theirs in found[:REASONS_SHOWN]]
+    if len(found) > REASONS_SHOWN:
+        reasons.append(f"And {len(found) - REASONS_SHOWN:,} more differences from the recorded "
+                       "call.")
+    return reasons
 
 
 def differences(ours, theirs, path: str = "") -> list[tuple[str, object, object]]:
@@ -220,7 +236,7 @@ def differences(ours, theirs, path: str = "") -> list[tuple[str, object, object]
 _ABSENT = object()
 
 
-def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str:
+def _explain(path: str, ours, theirs, earlier: Missed | None) -> str:
     if is_memory_list(ours) or is_memory_list(theirs):
         mine = ", ".join(memory_ticket_ids(ours)) or "none"
         recorded = ", ".join(memory_ticket_ids(theirs)) or "none"
@@ -243,7 +259,7 @@ def _explain(path: str, ours, theirs, earlier: RecordingMissError | None) -> str
             "a cell); put it back to replay the recorded answer.")
 
 
-def _why_memories_differ(earlier: RecordingMissError | None) -> str:
+def _why_memories_differ(earlier: Missed | None) -> str:
     if earlier is not None:
         return ("A call that should have saved or read a memory missed earlier, so the memories "
                 "differ from the recorded run's; restarting the kernel alone will not help.")

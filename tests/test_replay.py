@@ -9,10 +9,11 @@ import asyncio
 import contextlib
 import copy
 import io
+import json
 
 import pytest
 
-from memorybook.config import REMEMBER_AT
+from memorybook.config import REMEMBER_AT, TYPESAFE_MODEL
 from memorybook.example import EARLIER, ROUTE
 from memorybook.example import ask as example_ask
 from memorybook.example import ask_async as example_ask_async
@@ -174,10 +175,38 @@ def test_a_long_running_process_keeps_only_its_latest_misses(monkeypatch):
         state = {"customer": {"id": "C-9"}, "ticket": {"id": f"T-{number}"}}
         replay.explain_miss({"model": "jev-1.14.0", "state": state, "questions": {}},
                             "replay was asked for")
-    kept = [miss.request["state"]["ticket"]["id"] for miss in replay.MISSES_SO_FAR]
+    kept = [miss.call.split("about ticket ")[1].split()[0] for miss in replay.MISSES_SO_FAR]
     assert kept == ["T-2", "T-3", "T-4"], (
         f"a service replaying for months must keep only the last MISSES_KEPT misses "
         f"(explain_miss() in memorybook/replay.py), not every one: {kept}")
+
+
+def test_a_miss_keeps_no_words_for_the_next_and_names_at_most_ten_differences(monkeypatch):
+    from memorybook import replay
+    from memorybook.example import later_state
+    from memorybook.jev import request_json
+
+    monkeypatch.setattr(replay, "MISSES_SO_FAR", [])
+    first = later_state("C-1042", 0)
+    first["ticket"]["subject"] = "Kestrel invoice 7731 " * 10_000  # 210 kB, in no recording
+    replay.explain_miss({"model": TYPESAFE_MODEL, "state": first, "questions": {}},
+                        "replay was asked for")
+    edited = later_state("C-1042", 1)
+    edited.update({f"extra_{number}": number for number in range(5_000)})
+    questions = json.loads(request_json(edited, ROUTE)[1])  # as the wire has them
+    miss = replay.explain_miss({"model": TYPESAFE_MODEL, "state": edited, "questions": questions},
+                               "replay was asked for")
+    kept = replay.MISSES_SO_FAR[0]
+    assert len(kept.call) < 200 and "Kestrel" not in kept.call, (
+        "a miss is kept for the next by its ids alone (Missed in memorybook/replay.py), not its "
+        f"state: {len(kept.call):,} characters kept")
+    assert not any("Kestrel" in reason for reason in miss.reasons), (
+        "one call's miss must not show another call's words (in a service, another request's): "
+        f"explain_miss() names the earlier miss by its ids: {miss.reasons[-1][:300]}")
+    assert len(miss.reasons) == 12 and miss.reasons[-2] == "And 4,990 more differences from " \
+        "the recorded call.", (
+        "a miss names at most REASONS_SHOWN differences (likely_reasons() in memorybook/"
+        f"replay.py), then how many more: {len(miss.reasons)} reasons")
 
 
 @pytest.mark.parametrize("awaited", [False, True])
