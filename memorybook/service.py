@@ -94,6 +94,7 @@ from memorybook.service_models import (
     Health,
     TicketState,
     first_error,
+    flat,
     one_line,
     read_ticket_state,
     refused_id,
@@ -213,8 +214,9 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
             log.warning("routing ticket %s of customer %s: the recording has no answer to it, "
                         "and nothing was sent", shown(state["ticket"]["id"]),
                         state["customer"]["id"])
-            return JSONResponse({"detail": miss.summary, "likely_causes": miss.reasons,
-                                 "how_to_record": miss.how_to_record}, status_code=503)
+            return JSONResponse({"detail": flat(miss.summary),
+                                 "likely_causes": [flat(reason) for reason in miss.reasons],
+                                 "how_to_record": flat(miss.how_to_record)}, status_code=503)
         except RecordingError as error:  # e.g. record mode, and its answer could not be kept
             log.error("routing ticket %s of customer %s failed: %s", shown(state["ticket"]["id"]),
                       state["customer"]["id"], one_line(error.logged))  # by ids, no words

@@ -330,3 +330,8 @@ def first_error(errors: list, what: str) -> str:
 
 def one_line(message: object) -> str:
     return (str(message).splitlines() or [""])[0]
+
+
+def flat(text: str) -> str:
+    """`text` on one line, whole: its line breaks (a ticket's id may hold some) made spaces."""
+    return " ".join(text.splitlines())

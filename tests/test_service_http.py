@@ -1087,6 +1087,21 @@ def test_a_damaged_recorded_answer_is_logged_by_ids_and_told_to_its_client_whole
         f"names the call by its ids, never the ticket's subject: {logged}")
 
 
+def test_a_misss_503_is_one_line_each_whatever_the_ticket_id_holds(tmp_path):
+    from memorybook.jev import Jev
+
+    (tmp_path / "recording.json").write_text("{}", encoding="utf-8")
+    jev = Jev(recording=tmp_path / "recording.json", mode="replay")
+    app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=jev.ask_async)
+    state = ticket(ticket_id="T-1\nsecond line\u2028third")
+    answer = talk(app, lambda http: http.post("/tickets", json=state))
+    body = answer.json()
+    said = [body["detail"], *body["likely_causes"], body["how_to_record"]]
+    assert answer.status_code == 503 and all(len(text.splitlines()) == 1 for text in said), (
+        "each line of a miss's 503 must be one line, whatever the ticket's id holds "
+        f"(route_ticket() in memorybook/service.py, through flat()): {said}")
+
+
 def damage_the_only_memory(tmp_path) -> None:
     """Flip the last byte of the one memory in the service's SQLite store, as a disk or a hand
     outside memorybook would."""
