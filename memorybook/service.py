@@ -191,7 +191,8 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
             if shared:
                 await asyncio.to_thread(app.state.gates.turns.close)
 
-    app = FastAPI(title="Jev memory service", lifespan=lifespan,
+    # A path with a trailing slash is a 404 in one line, not an empty 307 to the path without.
+    app = FastAPI(title="Jev memory service", lifespan=lifespan, redirect_slashes=False,
                   description=f"Routes tickets with a memory per customer; {CUSTOMER_ID_RULE}.")
 
     @app.post("/tickets", response_model=None,

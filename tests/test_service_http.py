@@ -1102,6 +1102,17 @@ def test_a_misss_503_is_one_line_each_whatever_the_ticket_id_holds(tmp_path):
         f"(route_ticket() in memorybook/service.py, through flat()): {said}")
 
 
+@pytest.mark.parametrize("request_line", ["POST /tickets/", "GET /health/",
+                                          "GET /customers/C-1042/history/"])
+def test_a_path_with_a_trailing_slash_is_a_404_in_one_line(tmp_path, request_line):
+    app, jev = service(tmp_path)
+    method, path = request_line.split()
+    answer = talk(app, lambda http: http.request(method, path, json=ticket()))
+    one_line(answer, 404, "FastAPI(redirect_slashes=False) in memorybook/service.py: no empty "
+                          "307 to the path without the slash")
+    assert jev.calls == []
+
+
 def damage_the_only_memory(tmp_path) -> None:
     """Flip the last byte of the one memory in the service's SQLite store, as a disk or a hand
     outside memorybook would."""
