@@ -72,11 +72,12 @@ def customer_id(state: dict) -> str:
     return customer["id"]
 
 
-def checked_state(state: object) -> str:
+def checked_state(state: object, questions: dict | None = None) -> str:
     """The customer a state is about, once it is one ask_with_memory() can take: a
     `customer.id` and a `ticket.id` (each memory is filed by both), no MEMORY_KEY (the
-    customer's memories go there on each call), and what a store keeps as a memory
-    (StoreInputError otherwise). Checked before anything is asked."""
+    customer's memories go there on each call), and what a store keeps as a memory, whatever
+    Jev answers to `questions` (as `question_objects()` gives them); StoreInputError
+    otherwise. Checked before anything is asked."""
     customer = customer_id(state)
     ticket = state.get("ticket")  # customer_id() has checked that the state is a dict
     ticket_id = ticket.get("id") if isinstance(ticket, dict) else None
@@ -91,11 +92,26 @@ def checked_state(state: object) -> str:
             f"`{MEMORY_KEY}` is where ask_with_memory() puts the customer's memories on each "
             "call; leave it out of the state.")
     # A state no store would keep as a memory (not JSON, over 1 MB, nested too deeply) is
-    # refused now, as save() would refuse it once both calls had been paid for.
+    # refused now, as save() would refuse it once both calls had been paid for: its memory is
+    # checked with the longest answer each question may get.
     from memorybook.store.validation import checked_memory_json  # loads the store: here
 
-    checked_memory_json(customer, {"request": state})
+    longest = {question.instructions: _longest_answer(question)
+               for question in (questions or {}).values()}
+    checked_memory_json(customer, {"request": state, "jev_answered": longest})
     return customer
+
+
+# A number as long as JSON writes any float: what a Noul's or a Score's answer may take.
+_LONGEST_NUMBER = -2.2250738585072014e-308
+
+
+def _longest_answer(question) -> str | float:
+    """The longest answer_text() a question may give."""
+    criteria = getattr(question, "criteria", None)
+    if question.type == "choice" and isinstance(criteria, dict) and criteria:
+        return max(criteria.values(), key=len)
+    return _LONGEST_NUMBER
 
 
 def checked_remember_at(remember_at: float) -> float:

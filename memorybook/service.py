@@ -77,6 +77,7 @@ from memorybook.config import timeout_seconds
 from memorybook.example import ROUTE
 from memorybook.gates import PendingGates, WaitedTooLong
 from memorybook.in_flight import AskAsync, InFlight
+from memorybook.memory import StateError
 from memorybook.recording import RecordingError
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
@@ -105,6 +106,7 @@ from memorybook.store import (
     DamagedMemoryError,
     MemoryNotFoundError,
     MemoryStoreError,
+    StoreInputError,
     open_store,
 )
 from memorybook.store.turns import CustomerTurns
@@ -211,6 +213,9 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         except WaitedTooLong as error:
             return JSONResponse({"detail": str(error)}, status_code=503,
                                 headers={"Retry-After": "1"})
+        except (StateError, StoreInputError) as refused:  # before asking: over 1 MB, say
+            return JSONResponse({"detail": f"the state cannot be kept as a memory: "
+                                           f"{one_line(refused)}"}, status_code=422)
         except RecordingMissError as miss:  # logged by ids: a ticket's words stay out of logs
             log.warning("routing ticket %s of customer %s: the recording has no answer to it, "
                         "and nothing was sent", shown(state["ticket"]["id"]),

@@ -77,12 +77,13 @@ def ask_with_memory(state: dict, questions: dict, memories: Memories, *,
     """ask(), plus memory: the same arguments and the same response. `memories` is where they
     are kept (InMemoryMemories, or a store); the gate keeps a memory from `remember_at` up.
     A state without `customer.id` or `ticket.id`, or holding MEMORY_KEY, is refused before
-    anything is asked (StateError), as is one no store would keep (not JSON, over 1 MB:
-    StoreInputError; both are ValueErrors) and questions that are not the SDK's (QuestionsError).
+    anything is asked (StateError), as is one no store would keep as a memory, whatever Jev
+    answers (not JSON, over 1 MB: StoreInputError; both are ValueErrors), and questions that are
+    not the SDK's (QuestionsError).
     Should the gate or the save fail once Jev has answered, the error raised carries that
     answer as its `response`, so the call is not lost with the memory."""
-    customer, remember_at = checked_state(state), checked_remember_at(remember_at)
     questions = question_objects(questions)
+    customer, remember_at = checked_state(state, questions), checked_remember_at(remember_at)
     ask = ask or default_jev().ask
     with threshold_named(remember_at):
         recalled = memories.recall(customer)
@@ -113,12 +114,16 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
     asks with `ask_gate`, by default `ask` (a service lets replies ahead of gates:
     memorybook/in_flight.py). `wait_at_most`: the seconds the call may wait for the customer's
     earlier calls (None: no bound), WaitedTooLong past them."""
-    customer, remember_at = checked_state(state), checked_remember_at(remember_at)
+    # The turn is taken as the call is made, so that a customer's calls keep their order; the
+    # state is checked in it, in a worker thread (a state of a megabyte takes a second), before
+    # anything is awaited of earlier calls or asked.
+    customer, remember_at = customer_id(state), checked_remember_at(remember_at)
     questions = question_objects(questions)
     ask = ask or default_jev().ask_async
     ask_gate = ask_gate or ask
     previous, done = gates.take_turn(customer)
     try:
+        await asyncio.to_thread(checked_state, state, questions)
         await gates.wait_for_turn(customer, previous, done, wait_at_most)
         await recover_gates(customer, memories, ask=ask_gate, remember_at=remember_at)
         recalled = await asyncio.to_thread(memories.recall, customer)

@@ -4,6 +4,7 @@ that would only fail once Jev had answered (or silently keep nothing)."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -20,6 +21,9 @@ from memorybook import (
 from memorybook.example import ROUTE
 
 STATE = {"customer": {"id": "C-1"}, "ticket": {"id": "T-1", "subject": "Invoice"}}
+# 10 bytes under a memory's 1 MB as a request alone: over it once the routing answer is added
+NEAR = {**STATE, "attachment": "x" * (1_000_000 - 10 - len(json.dumps(
+    {"request": {**STATE, "attachment": ""}})))}
 REFUSED = [
     ({**STATE, "ticket": {"subject": "Invoice"}}, {}, "`ticket.id`"),
     ({**STATE, "ticket": {"id": "  "}}, {}, "`ticket.id`"),
@@ -33,10 +37,12 @@ REFUSED = [
     ({**STATE, "score": float("nan")}, {}, "not JSON-serialisable"),
     ({**STATE, "tags": ("billing", "urgent")}, {}, "would not come back unchanged"),
     ({**STATE, "attachment": "x" * 1_000_001}, {}, "bytes of JSON"),
+    (NEAR, {}, "bytes of JSON"),
 ]
 IDS = ["a ticket without an id", "a blank ticket id", "no ticket", "memories of its own",
        "no customer", "a threshold as text", "a threshold above 1", "a NaN threshold",
-       "a bool threshold", "NaN in it", "a tuple in it", "over 1 MB"]
+       "a bool threshold", "NaN in it", "a tuple in it", "over 1 MB",
+       "over 1 MB once answered"]
 
 
 def made_up() -> MadeUpJev:
