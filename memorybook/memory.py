@@ -106,12 +106,22 @@ def checked_state(state: object, questions: dict | None = None) -> str:
 _LONGEST_NUMBER = -2.2250738585072014e-308
 
 
-def _longest_answer(question) -> str | float:
-    """The longest answer_text() a question may give."""
+def _longest_answer(question) -> object:
+    """The answer_text() a question may give that is longest as the store writes it (JSON with
+    ASCII escapes). An option whose description JSON cannot hold (an asset) is left out: a
+    memory that chose it could never be kept, whatever its state."""
     criteria = getattr(question, "criteria", None)
-    if question.type == "choice" and isinstance(criteria, dict) and criteria:
-        return max(criteria.values(), key=len)
-    return _LONGEST_NUMBER
+    if question.type != "choice" or not isinstance(criteria, dict):
+        return _LONGEST_NUMBER
+    longest, size = None, -1
+    for description in criteria.values():
+        try:
+            written = len(json.dumps(description, allow_nan=False))
+        except (TypeError, ValueError):
+            continue
+        if written > size:
+            longest, size = description, written
+    return longest
 
 
 def checked_remember_at(remember_at: float) -> float:

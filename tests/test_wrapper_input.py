@@ -107,3 +107,27 @@ def test_an_ask_of_the_other_kind_is_refused_naming_the_one_to_pass():
         "billing") and memories.recall("C-1") == [], (
         "ask_with_memory_async() given a synchronous ask, which has answered, must say which to "
         f"pass and keep the answer on the error (memorybook/wrapper.py): {refused.value!r}")
+
+
+def test_a_state_is_measured_with_its_longest_answer_as_the_store_writes_it():
+    from typesafe_sdk import Choice
+
+    accented = {"team": Choice(instructions="Which team?",
+                               criteria={"a": "x" * 100, "b": "\u00e9" * 99, "c": None})}
+    bare = {**STATE, "attachment": ""}
+    written = len(json.dumps({"request": bare, "jev_answered": {"Which team?": ""}}))
+    # over 1 MB if Jev answers "b" (99 characters, 594 bytes escaped), under if "a" (100)
+    near = {**STATE, "attachment": "x" * (1_000_001 - written - 594 + 2)}
+    jev = MadeUpJev(lambda state, questions: (
+        {"remember": 0.9} if "remember" in questions else {"team": "b"}))
+    with pytest.raises(StoreInputError, match="bytes of JSON"):
+        ask_with_memory(near, accented, InMemoryMemories(), ask=jev.ask)
+    assert jev.calls == [], (
+        "checked_state() (memorybook/memory.py) must measure a memory with the answer longest "
+        "as JSON writes it (é takes 6 bytes), not in characters: this state was asked")
+    undescribed = MadeUpJev(lambda state, questions: (
+        {"remember": 0.9} if "remember" in questions else {"team": "c"}))
+    memories = InMemoryMemories()
+    ask_with_memory(STATE, accented, memories, ask=undescribed.ask)  # an option without words
+    assert [memory["jev_answered"] for memory in memories.recall("C-1")] == [
+        {"Which team?": None}]
