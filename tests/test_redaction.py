@@ -157,6 +157,17 @@ def test_a_credential_in_a_urls_query_never_shows(text):
     assert "hunter2" not in shown and "[redacted]" in shown
 
 
+@pytest.mark.parametrize("text", [
+    "DATABASE_URL=${DATABASE_URL:-postgres://app:hunter2-e@db:5432/app}",
+    "see .redis://u:hunter2-f@h", "--redis://u:hunter2-g@h", "jdbc:postgresql://u:hunter2-h@h",
+    "git+ssh://u:hunter2-i@h", "(POSTGRESQL://U:hunter2-j@H)", "foo_redis://u:hunter2-k@h",
+])
+def test_a_urls_password_never_shows_whatever_precedes_its_scheme(text):
+    shown = redact(text)
+    assert "hunter2" not in shown and "[redacted]@" in shown, (
+        f"_URL_PASSWORD in memorybook/redaction.py must find the URL wherever it starts: {shown}")
+
+
 @pytest.mark.parametrize("run", ["a-", "a.1+"])
 def test_redacting_a_long_run_of_scheme_characters_takes_no_time_and_changes_nothing(run):
     # A ticket's subject goes into a miss's message, which is redacted: in the service, in the
