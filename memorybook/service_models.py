@@ -325,8 +325,11 @@ def state_of(body: bytes) -> dict:
 
 def first_error(errors: list, what: str) -> str:
     """Pydantic's first complaint in one line: where, and what is wrong there."""
-    where = ".".join(map(str, errors[0]["loc"]))
-    message = one_line(errors[0]["msg"]).removeprefix("Value error, ")
+    first = errors[0]
+    where = ".".join(map(str, first["loc"]))
+    message = one_line(first["msg"]).removeprefix("Value error, ")
+    if (first.get("ctx") or {}).get("pattern") == NOT_BLANK_PATTERN:  # a regex says little
+        message = f"must not be blank; got {shown(first.get('input'))}"
     return f"{what}{where}: {message}." if where else f"{message}."
 
 

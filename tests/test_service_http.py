@@ -250,9 +250,12 @@ def test_a_ticket_id_python_counts_as_blank_gets_422_everywhere(tmp_path, blank)
                 await http.post("/tickets", json=state)]
 
     for answer in talk(app, requests):
-        one_line(answer, 422, f"a ticket id of {blank} is blank to the store (str.strip()), "
-                              "and must be refused by the schema's pattern (NOT_BLANK_PATTERN "
-                              "in memorybook/store/validation.py), never by the store (a 500)")
+        told = one_line(answer, 422, f"a ticket id of {blank} is blank to the store "
+                                     "(str.strip()), and must be refused by the schema's "
+                                     "pattern (NOT_BLANK_PATTERN in memorybook/store/"
+                                     "validation.py), never by the store (a 500)")
+        assert "must not be blank" in told, (
+            f"first_error() (memorybook/service_models.py) must say so in words: {told}")
     assert jev.calls == []
 
 
