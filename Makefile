@@ -136,6 +136,7 @@ benchmark: $(INSTALLED) ## Time set-up, the notebooks and tests, a live recordin
 	$(BIN)/python -m benchmarks.live_recording_benchmark
 	$(BIN)/python -m benchmarks.store_benchmark
 	$(BIN)/python -m benchmarks.service_benchmark
+	$(BIN)/python -m benchmarks.large_bodies_benchmark
 
 # Notebook 9's app, on this machine only. `PORT=8080 make serve` picks another port; `HOST=...`
 # another address, which beyond loopback needs MEMORYBOOK_SERVICE_TOKEN: the check says so in one
