@@ -120,6 +120,8 @@ from memorybook.wrapper import (
 # How often the service looks for gates that a stopped process left pending (it looks at
 # startup too); a customer's own calls run theirs first, whenever they come.
 RECOVERY_INTERVAL_SECONDS = 30.0
+# A 503 for a wait that ran out or a store that failed: worth trying again in a second.
+RETRY_SOON = {"Retry-After": "1"}
 
 log = logging.getLogger("memorybook")
 
@@ -211,8 +213,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
                 ask=request.app.state.ask, ask_gate=request.app.state.ask_gate,
                 wait_at_most=request.app.state.wait_at_most)
         except WaitedTooLong as error:
-            return JSONResponse({"detail": str(error)}, status_code=503,
-                                headers={"Retry-After": "1"})
+            return JSONResponse({"detail": str(error)}, status_code=503, headers=RETRY_SOON)
         except (StateError, StoreInputError) as refused:  # before asking: over 1 MB, say
             return JSONResponse({"detail": f"the state cannot be kept as a memory: "
                                            f"{one_line(refused)}"}, status_code=422)
@@ -231,7 +232,8 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
         except DamagedMemoryError as error:
             return JSONResponse({"detail": damaged(error)}, status_code=409)
         except MemoryStoreError as error:
-            return JSONResponse({"detail": store_failed(error)}, status_code=503)
+            return JSONResponse({"detail": store_failed(error)}, status_code=503,
+                                headers=RETRY_SOON)
         except TypeSafeError as error:
             # What failed, redacted, for whoever runs the service, without what the API said,
             # which may quote the ticket; the client gets no endpoint, header or text of the
@@ -339,9 +341,9 @@ async def in_turn(request: Request, call: str, customer: str, *arguments: str):
     except DamagedMemoryError as error:
         raise HTTPException(409, damaged(error)) from None
     except MemoryStoreError as error:
-        raise HTTPException(503, store_failed(error)) from None
+        raise HTTPException(503, store_failed(error), headers=RETRY_SOON) from None
     except WaitedTooLong as error:
-        raise HTTPException(503, str(error), headers={"Retry-After": "1"}) from None
+        raise HTTPException(503, str(error), headers=RETRY_SOON) from None
 
 
 def store_failed(error: MemoryStoreError) -> str:

@@ -169,9 +169,9 @@ GUARD_ANSWERS = {
     422: {"model": Problem, "description": "A customer id that breaks the rule, or a body the "
           "service does not take; the reason in one line."},
     503: {"model": Unavailable, "description": "The memory store failed or did not answer in "
-          "time; the request waited MEMORYBOOK_TIMEOUT_SECONDS for the customer's earlier calls, "
-          "or for a request to Jev to end (Retry-After); or, replaying without a key, Jev's "
-          "answer is not in the recording."},
+          "time, or the request waited MEMORYBOOK_TIMEOUT_SECONDS for the customer's earlier "
+          "calls or for a request to Jev to end (both with Retry-After); or, replaying without "
+          "a key, Jev's answer is not in the recording."},
 }
 DAMAGED = {"model": Problem, "description": "A memory of the customer's was changed or damaged "
            "outside the service and cannot be read, so nothing was asked; the line names its "

@@ -368,6 +368,8 @@ def test_a_failing_store_is_a_503_in_one_line_on_every_route_and_logged(tmp_path
             "a 503 for a failed store must not show the client the database's host, file or "
             f"error, and must say where they are (store_failed() in memorybook/service.py): "
             f"{detail}")
+        assert answer.headers.get("Retry-After") == "1", (
+            "a failed store's 503 says when to try again (RETRY_SOON in memorybook/service.py)")
     logged = [r.getMessage() for r in caplog.records if "no answer from db.example" in
               r.getMessage()]
     assert len(logged) == len(answers) and all("\n" not in line for line in logged), (
