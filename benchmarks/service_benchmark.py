@@ -101,7 +101,7 @@ async def reply_latencies(calls: int, first_number: int) -> dict[str, list[float
                                                                         gates=gates))
                     await gates.drain()  # each call alone: its gate ends before the next
                     await timed("POST /tickets", lambda s=posted: posted_ok(http, s))
-                    await app.state.gates.drain()
+                    await app.state.memory.gates.drain()
     return results
 
 
@@ -150,7 +150,7 @@ async def all_at_once(states: list[dict], through_service: bool,
                                        timeout=600) as http:
                     started = time.perf_counter()
                     await asyncio.gather(*(send(lambda s=s: posted_ok(http, s)) for s in states))
-                    await app.state.gates.drain()
+                    await app.state.memory.gates.drain()
                     wall = time.perf_counter() - started
                     memories = {c: (await http.get(f"/customers/{c}/memories")).json()["memories"]
                                 for c in customers}

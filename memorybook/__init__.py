@@ -3,6 +3,14 @@
 What an app uses, in one place; each name below is importable from `memorybook` (the service
 from `memorybook.service`, the test fixture from `memorybook.testing`):
 
+    AsyncMemory(store=None, *, ask=None, retention=None, remember_at=REMEMBER_AT,
+                max_in_flight=None, wait_at_most=None, sweep_every=None, store_options=None,
+                settings=None)
+                                          the memory an app holds: `async with`, or
+                                          FastAPI(lifespan=memory.lifespan); .ask(state,
+                                          questions), .memories(), .history(), .forget(),
+                                          .forget_customer() (memorybook/serving.py)
+    Memory(store=None, **options)         the same, for scripts: `with`, each call blocking
     Jev(recording=None, *, mode=None, model=TYPESAFE_MODEL, client=None)
                                           asks Jev: .ask(state, questions), .ask_async(...);
                                           replay, record or live (memorybook/jev.py says when)
@@ -18,11 +26,12 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     Memories, MemoryStore                 what `memories` may be, as protocols for type hints
     open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None)
                                           encrypted memories in SQLite or PostgreSQL, expiring
+    The pieces an AsyncMemory is built from, for an app that wires them itself:
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
     InFlight(limit=None, wait_at_most=None)
                                           at most `limit` requests to Jev at once (by default
                                           $MEMORYBOOK_MAX_IN_FLIGHT, else 8), replies first
-    CustomerTurns(url, *, at_most=TURNS_AT_ONCE, **options)
+    CustomerTurns(url=None, *, at_most=TURNS_AT_ONCE, store=None, **options)
                                           ... and across processes sharing a PostgreSQL
                                           store, on at most `at_most` connections
     MadeUpJev(answer)                     a stand-in for Jev in unit tests

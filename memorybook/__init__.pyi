@@ -42,6 +42,10 @@ from .recording import (
     RecordingError as RecordingError,
 )
 from .replay import RecordingMissError as RecordingMissError
+from .serving import (
+    AsyncMemory as AsyncMemory,
+    Memory as Memory,
+)
 from .stand_in import (
     MadeUpAnswerError as MadeUpAnswerError,
     MadeUpJev as MadeUpJev,

@@ -198,6 +198,14 @@ class InMemoryMemories:
         one changes nothing kept."""
         return copy.deepcopy(self.by_customer.get(_checked(customer_id), []))
 
+    def recall_ticket(self, customer_id: str, ticket_id: str) -> list[dict]:
+        """The customer's memories of one ticket, oldest first ([] for none)."""
+        from memorybook.store.validation import checked_ticket_id
+
+        ticket_id = checked_ticket_id(ticket_id)
+        return [memory for memory in self.recall(customer_id)
+                if ticket_id_of(memory) == ticket_id]
+
     def save(self, customer_id: str, memory: dict) -> list[dict]:
         """Keep a copy of one more memory, checked as a store checks it; return those evicted to
         make room (none: there is no cap)."""

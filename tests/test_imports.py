@@ -277,7 +277,7 @@ def test_the_service_or_a_postgresql_store_without_its_extra_names_the_extra(mon
     key = base64.urlsafe_b64encode(os.urandom(32)).decode()
     with pytest.raises(MemoryStoreError) as store:
         open_store("postgresql://u@127.0.0.1:9/memories", key=key)
-    for error, extra, where in ((service, "service", "memorybook/service.py's imports"),
+    for error, extra, where in ((service, "service", "memorybook/service/__init__.py's imports"),
                                 (store, "postgres", "memorybook/store/postgres.py")):
         assert f"memorybook[{extra}]" in str(error.value), (
             f"without the `{extra}` extra, {where} must say to install it: {error.value}")

@@ -114,7 +114,7 @@ def test_schemathesis_with_every_check_finds_nothing(live, tmp_path):
     assert run.returncode == 0 and "No issues found" in run.stdout, (
         "Schemathesis found the service answering other than its OpenAPI schema says (the "
         "models and statuses in memorybook/service_models.py, the routes in "
-        f"memorybook/service.py):\n{run.stdout[-6000:]}\n{run.stderr[-2000:]}")
+        f"memorybook/service/routes.py):\n{run.stdout[-6000:]}\n{run.stderr[-2000:]}")
     assert TOKEN not in run.stdout.replace(f"Bearer {TOKEN}", ""), "an answer held the token"
 
 

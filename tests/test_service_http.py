@@ -1,4 +1,4 @@
-"""The service's HTTP contract, in process (memorybook/service.py, service_guard.py,
+"""The service's HTTP contract, in process (memorybook/service/, service_guard.py,
 service_models.py, service_settings.py): bad input is refused in one line and never gets a 500,
 only loopback hosts (or named ones) and, with a token, only its bearers are answered, a body is
 read only up to its limit and only as JSON, a failing store is a 503, every status is in the
@@ -350,7 +350,7 @@ class FailingStore(InMemoryMemories):
 
 def test_a_failing_store_is_a_503_in_one_line_on_every_route_and_logged(tmp_path, monkeypatch,
                                                                           caplog):
-    monkeypatch.setattr("memorybook.service.open_store", lambda *args, **kwargs: FailingStore())
+    monkeypatch.setattr("memorybook.serving.open_store", lambda *args, **kwargs: FailingStore())
     app, _ = service(tmp_path)
 
     async def requests(http):
@@ -362,19 +362,19 @@ def test_a_failing_store_is_a_503_in_one_line_on_every_route_and_logged(tmp_path
     with caplog.at_level(logging.ERROR, logger="memorybook"):
         answers = talk(app, requests)
     for answer in answers:
-        detail = one_line(answer, 503, "a MemoryStoreError must be a 503 (in_turn() and "
-                                       "route_ticket() in memorybook/service.py)")
+        detail = one_line(answer, 503, "a MemoryStoreError must be a 503 (answered() and "
+                                       "routing_failed() in memorybook/service/failures.py)")
         assert "db.example" not in detail and "log" in detail, (
             "a 503 for a failed store must not show the client the database's host, file or "
-            f"error, and must say where they are (store_failed() in memorybook/service.py): "
+            f"error, and must say where they are (store_failed() in memorybook/service/failures.py): "
             f"{detail}")
         assert answer.headers.get("Retry-After") == "1", (
-            "a failed store's 503 says when to try again (RETRY_SOON in memorybook/service.py)")
+            "a failed store's 503 says when to try again (RETRY_SOON in memorybook/service/failures.py)")
     logged = [r.getMessage() for r in caplog.records if "no answer from db.example" in
               r.getMessage()]
     assert len(logged) == len(answers) and all("\n" not in line for line in logged), (
         "each store failure must be logged once, in one line, for whoever runs the service "
-        f"(store_failed() in memorybook/service.py): {caplog.text}")
+        f"(store_failed() in memorybook/service/failures.py): {caplog.text}")
 
 
 UPSTREAM = "https://jev-internal.example:8443"
@@ -417,12 +417,12 @@ def test_a_failed_call_to_jev_is_a_502_whose_details_only_the_log_holds(
     assert said in detail and "log" in detail and not leaked, (
         f"the 502 for {failure} must say what failed ({said!r}) and that the service's log has "
         f"the details, and repeat none of the upstream's endpoint, headers or text "
-        f"(jev_failed() in memorybook/service.py): {detail} (leaked {leaked})")
+        f"(jev_failed() in memorybook/service/failures.py): {detail} (leaked {leaked})")
     records = [r for r in caplog.records if r.name == "memorybook"]
     assert len(records) == 1 and "T-901" in records[0].getMessage() and (
         "Live call failed" in records[0].getMessage()), (
         f"the 502's details (describe_api_failure()) must be logged once, naming the ticket "
-        f"(route_ticket() in memorybook/service.py): {caplog.text}")
+        f"(routing_failed() in memorybook/service/failures.py): {caplog.text}")
     assert "\n" not in records[0].getMessage() and CANARY_KEY not in caplog.text, caplog.text
 
 
@@ -444,7 +444,7 @@ def test_an_app_asks_its_own_questions_and_its_memories_follow(tmp_path):
     first, second, memories = talk(app, requests)
     assert first.json()["answers"] == {"urgent": {"type": "noul", "noul": 0.7}}, (
         f"POST /tickets must ask the questions create_app(questions=) was given and answer "
-        f"with their response (route_ticket() in memorybook/service.py): {first.text}")
+        f"with their response (routing_failed() in memorybook/service/failures.py): {first.text}")
     assert second.status_code == 200 and [call["questions"] for call in jev.calls[::2]] == [
         urgent, urgent], jev.calls
     [memory] = memories.json()["memories"][:1]
@@ -475,7 +475,7 @@ def test_a_recording_that_fails_while_routing_is_a_503_in_one_line(tmp_path, cap
     with caplog.at_level(logging.ERROR, logger="memorybook"):
         answer = talk(app, lambda http: http.post("/tickets", json=ticket()))
     detail = one_line(answer, 503, "a recording that fails must not be a 500 "
-                                   "(route_ticket() in memorybook/service.py)")
+                                   "(routing_failed() in memorybook/service/failures.py)")
     assert detail == ("the recording failed: json_cache.json could not be written: No space "
                       "left on device."), detail
     assert "T-901" in caplog.text and "No space left" in caplog.text, caplog.text
@@ -496,7 +496,7 @@ def test_a_call_the_recording_lacks_is_logged_by_its_ids_alone(tmp_path, caplog)
     assert "T-901" in record.getMessage() and "C-1042" in record.getMessage() and (
         "Question" not in caplog.text), (
         f"a miss must be logged once, by ticket and customer id and no words of the ticket "
-        f"(route_ticket() in memorybook/service.py): {caplog.text}")
+        f"(routing_failed() in memorybook/service/failures.py): {caplog.text}")
 
 
 def test_a_frozen_postgresql_store_is_a_503_within_its_timeout(tmp_path, monkeypatch):
@@ -714,7 +714,7 @@ def test_a_request_that_would_wait_longer_than_a_live_call_may_take_is_a_503_cha
 
     first, customer, cap, listing, memories, other = talk(app, requests)
     where = ("a wait for the customer's turn or for a slot to Jev must end after "
-             "MEMORYBOOK_TIMEOUT_SECONDS (wait_at_most in memorybook/service.py, gates.py and "
+             "MEMORYBOOK_TIMEOUT_SECONDS (wait_at_most in memorybook/serving.py, gates.py and "
              "in_flight.py)")
     for answer, waited_for in ((customer, "customer C-1042's earlier calls"),
                                (cap, "a request to Jev to end (at most 1 go at once)"),
@@ -856,7 +856,7 @@ def test_expired_memories_are_never_recalled_and_are_swept_on_a_schedule(tmp_pat
     assert seen["31 days on"] == [], (
         f"a memory past its retention was recalled over HTTP: {seen}")
     assert seen["history"] == [("saved", "T-901"), ("expired", "T-901")], (
-        "the sweeper (sweep_on_schedule() in memorybook/service.py) must delete expired "
+        "the sweeper (sweep_on_schedule() in memorybook/serving.py) must delete expired "
         f"memories, and history must show it: {seen['history']}")
     assert seen["back"] == [], f"a swept memory came back when the clock went back: {seen}"
     sweepers = [task for task in tasks if "sweep_on_schedule" in repr(task.get_coro())]
@@ -885,7 +885,7 @@ def test_retention_days_from_the_environment(tmp_path, monkeypatch):
 
     async def scenario():
         async with LifespanManager(app):
-            return app.state.memories.retention
+            return app.state.memory.store.retention
 
     assert asyncio.run(scenario()) == timedelta(days=30), (
         "create_app() must open its store with MEMORYBOOK_RETENTION_DAYS")
@@ -958,7 +958,7 @@ def test_the_service_asks_jev_at_most_max_in_flight_at_once_replies_before_gates
     async def requests(http):
         answers = await asyncio.gather(*(http.post("/tickets", json=ticket(f"C-{n}", "T-1"))
                                          for n in range(8)))
-        await app.state.gates.drain()
+        await app.state.memory.gates.drain()
         return answers
 
     answers = talk(app, requests)
@@ -989,7 +989,7 @@ def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
                                            10) for n in range(10)]
         finally:  # then the gates end, and so can the app
             released.set()
-            await app.state.gates.drain()
+            await app.state.memory.gates.drain()
 
     assert [answer.status_code for answer in talk(app, requests)] == [200] * 10, (
         "with every gate hanging, the replies must still go: gates never take the last slot "
@@ -999,7 +999,7 @@ def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
 def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypatch, capsys):
     import io
 
-    from memorybook.service import log_where_uvicorn_logs
+    from memorybook.service.app import log_where_uvicorn_logs
 
     ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
     stream = io.StringIO()
@@ -1013,7 +1013,7 @@ def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypa
     ours.info("swept 3 expired memories")
     assert stream.getvalue() == "INFO:     swept 3 expired memories\n", (
         "under uvicorn's own logging set-up, the memorybook logger must use uvicorn's handlers "
-        "from INFO up (log_where_uvicorn_logs() in memorybook/service.py): otherwise its lines "
+        "from INFO up (log_where_uvicorn_logs() in memorybook/service/app.py): otherwise its lines "
         f"reach stderr bare, INFO not at all; got {stream.getvalue()!r}")
 
 
@@ -1088,7 +1088,7 @@ def test_a_damaged_recorded_answer_is_logged_by_ids_and_told_to_its_client_whole
     assert "damaged answer" in told and "Kestrel invoice 7731" in told, told
     logged = " ".join(r.getMessage() for r in caplog.records if r.name == "memorybook")
     assert "damaged answer" in logged and "T-901" in logged and "Kestrel" not in logged, (
-        "route_ticket() (memorybook/service.py) must log a RecordingError's `logged`, which "
+        "routing_failed() (memorybook/service/failures.py) must log a RecordingError's `logged`, which "
         f"names the call by its ids, never the ticket's subject: {logged}")
 
 
@@ -1104,7 +1104,7 @@ def test_a_misss_503_is_one_line_each_whatever_the_ticket_id_holds(tmp_path):
     said = [body["detail"], *body["likely_causes"], body["how_to_record"]]
     assert answer.status_code == 503 and all(len(text.splitlines()) == 1 for text in said), (
         "each line of a miss's 503 must be one line, whatever the ticket's id holds "
-        f"(route_ticket() in memorybook/service.py, through flat()): {said}")
+        f"(routing_failed() in memorybook/service/failures.py, through flat()): {said}")
 
 
 @pytest.mark.parametrize("request_line", ["POST /tickets/", "GET /health/",
@@ -1113,7 +1113,7 @@ def test_a_path_with_a_trailing_slash_is_a_404_in_one_line(tmp_path, request_lin
     app, jev = service(tmp_path)
     method, path = request_line.split()
     answer = talk(app, lambda http: http.request(method, path, json=ticket()))
-    one_line(answer, 404, "FastAPI(redirect_slashes=False) in memorybook/service.py: no empty "
+    one_line(answer, 404, "FastAPI(redirect_slashes=False) in memorybook/service/app.py: no empty "
                           "307 to the path without the slash")
     assert jev.calls == []
 
@@ -1145,7 +1145,7 @@ def test_a_damaged_memory_of_any_ticket_id_is_freed_by_the_delete_its_409_names(
 
     async def free(http):
         refused = await http.get("/customers/C-1042/memories")
-        said = one_line(refused, 409, "a damaged memory: damaged() in memorybook/service.py")
+        said = one_line(refused, 409, "a damaged memory: damaged() in memorybook/service/failures.py")
         [path] = re.findall(r"DELETE (\S+)\)", said)
         return path, await http.delete(path), await http.get("/customers/C-1042/memories")
 
@@ -1153,7 +1153,7 @@ def test_a_damaged_memory_of_any_ticket_id_is_freed_by_the_delete_its_409_names(
     assert erased.status_code == 200 and erased.json() == {"erased": 1} and (
         after.json()["memories"] == []), (
         f"the DELETE a 409 names ({path}) must reach ticket {ticket_id!r}'s memories: the "
-        "route's {ticket:path} and damaged()'s quoting in memorybook/service.py: "
+        "route's {ticket:path} and damaged()'s quoting in memorybook/service/failures.py: "
         f"{erased.status_code} {erased.text}")
 
 
@@ -1174,7 +1174,7 @@ def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path
     erased, again, blank, left = talk(app, remember_two)
     assert erased.status_code == 200 and erased.json() == {"erased": 1}, erased.text
     assert "T-901" in one_line(again, 404, "a ticket the customer has no memory of "
-                                           "(in_turn() in memorybook/service.py)")
+                                           "(answered() in memorybook/service/failures.py)")
     one_line(blank, 422, "a blank ticket id in the path")
     assert [m["request"]["ticket"]["id"] for m in left.json()["memories"]] == ["T-902"]
 
@@ -1189,10 +1189,10 @@ def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path
     damaged, routed, forgotten, after = talk(app, forget_the_damaged_one)
     for answer in (damaged, routed):
         said = one_line(answer, 409, "a damaged memory cannot be read: damaged() in "
-                                     "memorybook/service.py")
+                                     "memorybook/service/failures.py")
         assert "DELETE /customers/C-1042/memories/T-902" in said and "try again" not in said, (
             f"a damaged memory's answer must name the DELETE that serves the customer again (a "
-            f"retry alone never will): damaged() in memorybook/service.py: {said}")
+            f"retry alone never will): damaged() in memorybook/service/failures.py: {said}")
     assert forgotten.json() == {"erased": 1} and after.json()["memories"] == [], (
         "DELETE of a damaged memory's ticket must erase it, so that an HTTP client can give its "
         f"customer back their memories: {forgotten.text} {after.text}")

@@ -1,5 +1,5 @@
 """The async wrapper (memorybook/wrapper.py), each customer's turn (memorybook/gates.py) and the
-service (memorybook/service.py), as notebook 9 shows them: the gate after the reply, each
+service (memorybook/service/), as notebook 9 shows them: the gate after the reply, each
 customer's calls in order, failures that never touch the reply, the service's contract, and
 stopping with gates pending. Jev's answers here are a stand-in's, made up by each test, never
 written anywhere."""
@@ -734,7 +734,7 @@ def test_get_and_delete_on_one_process_wait_for_the_gate_pending_on_another(tmp_
     assert erased.json() == {"erased": 1}, erased.text
     assert after == [[], []], (
         "a memory was saved after DELETE answered: the erasure must wait for the customer's "
-        f"turn, as POST does (memorybook/service.py): {after}")
+        f"turn, as POST does (memorybook/serving.py): {after}")
 
 
 class MadeUpAnswers:

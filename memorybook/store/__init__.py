@@ -5,12 +5,13 @@
     with open_store() as store:
         store.save("C-1042", memory)      # append; returns memories evicted by the cap
         store.recall("C-1042")            # that customer's memories, oldest first
+        store.recall_ticket("C-1042", "T-101")  # those of one ticket
         store.forget("C-1042", "T-101")   # delete them for good; returns what was deleted
                                           # (and .unreadable: damaged rows deleted too)
         store.forget_customer("C-1042")   # erase every memory of the customer; returns them
         store.history("C-1042")           # what happened to them: event, ticket id, time
         store.sweep()                     # delete expired memories (open_store(retention=...))
-        gate = store.record_gate("C-1042", memory)  # a gate still to run (memorybook/wrapper.py)
+        gate = store.record_gate("C-1042", memory)  # a gate still to run (GateRecords)
         store.settle_gate(gate, keep=True)          # its verdict: saved as its record goes
 
 What the store guarantees: README.md, "Guarantees". How it is built: CONTRIBUTING.md, "The
@@ -26,6 +27,7 @@ from memorybook.store.base import (
 )
 from memorybook.store.encryption import STORE_KEY_ENV
 from memorybook.store.opening import DEFAULT_STORE_PATH, open_store
+from memorybook.store.pending import GateRecords, PendingGate
 from memorybook.store.postgres import (
     POSTGRES_CONNECT_TIMEOUT_SECONDS,
     POSTGRES_LOCK_TIMEOUT_SECONDS,
@@ -47,6 +49,7 @@ from memorybook.store.validation import (
 __all__ = [
     "DEFAULT_STORE_PATH",
     "EVENTS",
+    "GateRecords",
     "HistoryEvent",
     "MAX_MEMORIES_PER_CUSTOMER",
     "MAX_MEMORY_BYTES",
@@ -63,6 +66,7 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreKeyError",
+    "PendingGate",
     "StoreInputError",
     "PostgresMemoryStore",
     "SQLiteMemoryStore",

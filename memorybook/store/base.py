@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import STORE_KEY_ENV, Keys, decode_all
-from memorybook.store.pending import GateRecords, PendingGate
+from memorybook.store.pending import StoredGates
 from memorybook.store.retention import (
     FORGOTTEN,
     SUPERSEDED,
@@ -75,26 +75,23 @@ class Memories(Protocol):
 
 @runtime_checkable
 class MemoryStore(Memories, Protocol):
-    """Memories kept outside the process: a store also lets memories expire (``sweep()``,
-    ``save(expires_at=...)``), keeps their ``history()`` and the gates still to run, reports what
-    it noticed, and closes."""
+    """Memories kept outside the process: a store also recalls one ticket's memories, lets
+    memories expire (``sweep()``, ``save(expires_at=...)``), keeps their ``history()``, reports
+    what it noticed, and closes. What a serving process keeps beside them (pending gates, turns)
+    is a protocol of its own: GateRecords, memorybook/store/pending.py."""
 
     notices: list[str]
 
     def save(self, customer_id: str, memory: dict,
              expires_at: datetime | None = None) -> list[dict]: ...
 
+    def recall_ticket(self, customer_id: str, ticket_id: str) -> list[dict]: ...
+
     def supersede(self, customer_id: str, ticket_id: str) -> list[dict]: ...
 
     def sweep(self) -> int: ...
 
     def history(self, customer_id: str) -> list[HistoryEvent]: ...
-
-    def serving_alone(self) -> AbstractContextManager[None]: ...  # held by a service process
-
-    def record_gate(self, customer_id: str, memory: dict) -> PendingGate: ...
-
-    def settle_gate(self, gate: PendingGate, keep: bool) -> bool: ...
 
     def close(self) -> None: ...
 
@@ -138,7 +135,7 @@ def _one_call_at_a_time(method: Callable) -> Callable:
     return serialised
 
 
-class EncryptedStore(GateRecords):
+class EncryptedStore(StoredGates):
     """A memory store on any SQL database: checks, encryption, eviction, one call at a time,
     and the gates still to run after their reply (GateRecords, memorybook/store/pending.py).
 
@@ -200,12 +197,27 @@ class EncryptedStore(GateRecords):
 
         An expired memory is never among them, swept or not.
         """
+        return self._recalled(customer_id)
+
+    @_one_call_at_a_time
+    def recall_ticket(self, customer_id: str, ticket_id: str) -> list[dict]:
+        """Return this customer's memories of one ticket, oldest first ([] for none): those
+        ``forget(customer_id, ticket_id)`` would erase, expired ones aside."""
+        return self._recalled(customer_id, checked_ticket_id(ticket_id))
+
+    def _recalled(self, customer_id: str, ticket_id: str | None = None) -> list[dict]:
+        """The customer's memories (of ``ticket_id`` alone, if given) that have not expired; a
+        DamagedMemoryError, saying how to free the customer, when one cannot be read."""
         keys = self._open_keys()
         customer = keys.customer_digest(checked_customer_id(customer_id))
+        of_ticket, parameters = "", (customer, self._now())
+        if ticket_id is not None:
+            of_ticket = " AND ticket_digest = ?"
+            parameters += (keys.ticket_digest(customer_id, ticket_id),)
         rows = self._database.run(
-            "SELECT ticket_digest, sealed FROM memorybook_memories"
-            " WHERE customer_digest = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
-            (customer, self._now()),
+            "SELECT ticket_digest, sealed FROM memorybook_memories WHERE customer_digest = ?"
+            f" AND (expires_at IS NULL OR expires_at > ?){of_ticket} ORDER BY id",
+            parameters,
         )
         memories = self._opened(customer, rows)
         for position, unreadable in enumerate(memories, start=1):
@@ -429,9 +441,9 @@ class EncryptedStore(GateRecords):
         return self._open_keys().seal(customer, _HISTORY_AAD, json.dumps(ticket_id))
 
     def serving_alone(self) -> AbstractContextManager[None]:
-        """Held by a service process while it serves this store (memorybook/service.py). Where
-        customers' turns hold across processes (PostgreSQL: memorybook/store/turns.py), it is
-        nothing; a backend whose turns hold within one process refuses a second process's
+        """Held by a process while it serves this store's customers (memorybook/serving.py).
+        Where customers' turns hold across processes (PostgreSQL: memorybook/store/turns.py), it
+        is nothing; a backend whose turns hold within one process refuses a second process's
         (MemoryStoreError)."""
         return nullcontext()
 

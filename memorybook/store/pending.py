@@ -17,7 +17,8 @@ claimant only, and a gate whose owner is alive is never claimed.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from contextlib import AbstractContextManager
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from memorybook.store.schema import PENDING_TABLE
 from memorybook.store.validation import (
@@ -40,7 +41,25 @@ class PendingGate(NamedTuple):
     memory: dict
 
 
-class GateRecords:
+@runtime_checkable
+class GateRecords(Protocol):
+    """What a process that runs gates after their replies keeps in a store besides memories:
+    each gate until its verdict, claimed once its owner is gone; and, where only one process
+    may serve the store (SQLite), that this one does (``serving_alone()``). Turns across the
+    processes serving a PostgreSQL store: memorybook/store/turns.py."""
+
+    def record_gate(self, customer_id: str, memory: dict) -> PendingGate: ...
+
+    def settle_gate(self, gate: PendingGate, keep: bool) -> bool: ...
+
+    def claim_abandoned_gates(self, customer_id: str) -> list[PendingGate]: ...
+
+    def customers_with_abandoned_gates(self) -> list[str]: ...
+
+    def serving_alone(self) -> AbstractContextManager[None]: ...
+
+
+class StoredGates:
     """The pending gates of an EncryptedStore (memorybook/store/base.py), which inherits them:
     a part of it kept in a module of its own, using its `_call()`, `_database` and keys."""
 

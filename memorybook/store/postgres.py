@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
@@ -77,6 +78,14 @@ class PostgresMemoryStore(EncryptedStore):
             retention=retention,
             clock=clock,
         )
+        self._reopen = functools.partial(
+            type(self), url, key=key, max_memories=max_memories, timeout=timeout,
+            retention=retention, clock=clock)
+
+    def reopened(self) -> Self:
+        """Another store object on this database, opened with this one's key and options: a
+        connection of its own (each customer's turn holds one: memorybook/store/turns.py)."""
+        return self._reopen()
 
 
 class PostgresDatabase(SqlDatabase):

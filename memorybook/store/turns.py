@@ -3,7 +3,7 @@
 A call takes its customer's turn before it recalls and gives it back once its gate has saved, so a
 call for the same customer in another process recalls only after that save:
 
-    turns = CustomerTurns("postgresql://...")
+    turns = CustomerTurns("postgresql://...")   # or turns_for(store): None but on PostgreSQL
     turn = turns.take("C-1042")   # starts waiting at once, in a thread of its own
     turn.wait()                   # blocks until the turn is this process's
     await turn.wait_async()       # or so, in async code: no thread waits
@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from memorybook.store.base import MemoryStore
 from memorybook.store.opening import open_store
-from memorybook.store.postgres import POSTGRES_LOCK_TIMEOUT_SECONDS
+from memorybook.store.postgres import POSTGRES_LOCK_TIMEOUT_SECONDS, PostgresMemoryStore
 from memorybook.store.validation import MemoryStoreError, StoreInputError
 
 TURN_PREFIX = "turn of "  # the lock's name: "turn of C-1042", never the customer's own
@@ -46,19 +47,36 @@ TURNS_AT_ONCE = 16
 KEPT_IDLE = 4  # connections kept open for the next turns once theirs have been given back
 
 
-class CustomerTurns:
-    """Turns for the customers of the store at `url`, one store object (a connection) per turn
-    held: at most `at_most` at once, KEPT_IDLE of them kept for reuse. `options`: open_store()'s
-    (`timeout` bounds the wait for a turn, as it bounds the lock)."""
+def turns_for(store: object, at_most: int = TURNS_AT_ONCE) -> CustomerTurns | None:
+    """The turns that keep the customers' calls in order across the processes serving `store`:
+    on PostgreSQL, on connections like its own; None for a store one process serves alone
+    (SQLite's `serving_alone()`), where PendingGates keeps the order by itself."""
+    if isinstance(store, PostgresMemoryStore):
+        return CustomerTurns(store=store, at_most=at_most)
+    return None
 
-    def __init__(self, url: str, *, at_most: int = TURNS_AT_ONCE, **options: Any) -> None:
+
+class CustomerTurns:
+    """Turns for the customers of the store at `url` (or of `store`, on connections like its
+    own), one store object (a connection) per turn held: at most `at_most` at once, KEPT_IDLE of
+    them kept for reuse. `options`: open_store()'s (`timeout` bounds the wait for a turn, as it
+    bounds the lock)."""
+
+    def __init__(self, url: str | None = None, *, at_most: int = TURNS_AT_ONCE,
+                 store: PostgresMemoryStore | None = None, **options: Any) -> None:
         if not isinstance(at_most, int) or isinstance(at_most, bool) or at_most < 1:
             raise StoreInputError(f"at_most must be a positive integer, got {at_most!r}")
-        self.url, self.options, self.at_most = url, options, at_most
+        if (url is None) == (store is None):
+            raise StoreInputError("CustomerTurns takes the store's URL or the store (store=), "
+                                  "one of them")
+        self.at_most = at_most
+        self._open: Callable[[], MemoryStore] = (
+            store.reopened if store is not None else functools.partial(open_store, url, **options))
         self._idle: list[MemoryStore] = []
         self._lock = threading.Lock()
         self._connections = threading.BoundedSemaphore(at_most)
-        self._wait_seconds = options.get("timeout") or POSTGRES_LOCK_TIMEOUT_SECONDS
+        self._wait_seconds = (store.timeout if store is not None else
+                              options.get("timeout") or POSTGRES_LOCK_TIMEOUT_SECONDS)
 
     def take(self, customer_id: str) -> Turn:
         """Start waiting for this customer's turn; `wait()` on what it returns."""
@@ -84,7 +102,7 @@ class CustomerTurns:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return open_store(self.url, **self.options)
+        return self._open()
 
     def _give_back(self, store: MemoryStore | None) -> None:
         """A turn's connection back: kept for the next turn, or closed past KEPT_IDLE."""

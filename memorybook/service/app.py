@@ -1,0 +1,103 @@
+"""create_app(): the service's routes on an AsyncMemory, behind the guard."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.routing import Match
+
+from memorybook.example import ROUTE
+from memorybook.service.routes import router
+from memorybook.service_guard import Guard
+from memorybook.service_models import CUSTOMER_ID_RULE, TicketState, first_error, refused_id
+from memorybook.service_settings import ServiceSettings, jev_to_serve
+from memorybook.serving import AsyncMemory
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+
+
+def create_app(store_url: str | None = None, *, retention: timedelta | None = None,
+               ask: Any = None, settings: ServiceSettings | None = None,
+               store_options: dict[str, Any] | None = None,
+               questions: dict | None = None) -> FastAPI:
+    """The memory service, on an AsyncMemory started and stopped with it: its store at
+    `store_url` (else $MEMORYBOOK_STORE_URL, else the SQLite default), with `retention` (None:
+    the settings') and `store_options` (open_store()'s other arguments: timeout=, clock=, ...).
+    `ask` is what asks Jev: by default `jev_to_serve()` (memorybook/service_settings.py: live
+    with a key, else replaying a recording read here; a recording that cannot be used raises
+    RecordingError, record mode ConfigError); a stand-in in a unit test. `settings`: who may
+    reach it, body limit, sweep interval, requests to Jev at once (by default from the
+    environment). `questions`: what POST asks Jev about each ticket (by default the example's
+    ROUTE)."""
+    settings = settings or ServiceSettings.from_environment()
+    memory = AsyncMemory(store_url, ask=jev_to_serve() if ask is None else ask,
+                         retention=retention, settings=settings, store_options=store_options)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log_where_uvicorn_logs()
+        async with memory:
+            yield
+
+    # A path with a trailing slash is a 404 in one line, not an empty 307 to the path without.
+    app = FastAPI(title="Jev memory service", lifespan=lifespan, redirect_slashes=False,
+                  description=f"Routes tickets with a memory per customer; {CUSTOMER_ID_RULE}.")
+    app.state.memory, app.state.questions = memory, ROUTE if questions is None else questions
+    app.include_router(router)
+    app.add_exception_handler(RequestValidationError, refused)
+    app.openapi = lambda: schema_of(app, bearer=settings.token is not None)
+    app.add_middleware(Guard, settings=settings, methods_at=lambda path: methods_at(app, path))
+    return app
+
+
+async def refused(request: Request, invalid: RequestValidationError) -> JSONResponse:
+    """A path or query FastAPI refuses, as a 422 in one line: a customer id by its rule."""
+    first = invalid.errors()[0]
+    if tuple(first["loc"]) == ("path", "customer"):
+        return JSONResponse({"detail": refused_id(first.get("input"))}, status_code=422)
+    return JSONResponse({"detail": first_error(invalid.errors(), "")}, status_code=422)
+
+
+def schema_of(app: FastAPI, *, bearer: bool) -> dict:
+    """FastAPI's schema, with POST's body (read by read_ticket_state(), not by FastAPI) and,
+    with a token (`bearer`), the bearer scheme every operation needs."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                             routes=app.routes)
+        body = TicketState.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {})
+        components.setdefault("schemas", {}).update(body.pop("$defs", {}), TicketState=body)
+        if bearer:
+            components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            schema["security"] = [{"bearer": []}]
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def methods_at(app: FastAPI, path: str) -> set[str]:
+    """Every method the app's routes take at `path`, across all the routes matching it (those
+    of an included router too)."""
+    return {method for method in HTTP_METHODS if any(
+        route.matches({"type": "http", "path": path, "method": method, "root_path": ""})[0]
+        is Match.FULL for route in app.router.routes)}
+
+
+def log_where_uvicorn_logs() -> None:
+    """Under uvicorn's own logging set-up (no --log-config of the app's), the service's lines go
+    where uvicorn's go, in its format, from INFO up: without this they reach stderr bare, and
+    INFO not at all. Logging an app has set up, or none (a notebook), is left as it is."""
+    ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
+    if ours.hasHandlers() or not uvicorns.handlers:
+        return
+    for handler in uvicorns.handlers:
+        ours.addHandler(handler)
+    if ours.level == logging.NOTSET:
+        ours.setLevel(logging.INFO)

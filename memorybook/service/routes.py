@@ -1,0 +1,103 @@
+"""The service's routes, each a call on the app's AsyncMemory (memorybook/serving.py): its
+request typed, its answers listed in the OpenAPI schema with the models of
+memorybook/service_models.py, its failures answered by memorybook/service/failures.py.
+
+A new route goes here, with every status it may answer in its `responses` (the guard's, in
+GUARD_ANSWERS, come first); tests/test_service_http.py reads them from the app.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse
+from typesafe_sdk import SystemOneResponse
+
+from memorybook.service.failures import answered, routing_failed
+from memorybook.service_guard import HEALTH_PATH
+from memorybook.service_models import (
+    BODY_ANSWERS,
+    CUSTOMER_ID_PATTERN,
+    CUSTOMER_ID_RULE,
+    DAMAGED,
+    GUARD_ANSWERS,
+    NOT_REMEMBERED,
+    CustomerHistory,
+    CustomerMemories,
+    Erased,
+    Health,
+    read_ticket_state,
+)
+from memorybook.serving import AsyncMemory
+from memorybook.store.validation import NOT_BLANK_PATTERN, shown
+
+
+def held_memory(request: Request) -> AsyncMemory:
+    """The app's memory, started by its lifespan."""
+    return request.app.state.memory
+
+
+def questions_asked(request: Request) -> dict:
+    """What POST /tickets asks Jev about each ticket (create_app's `questions`)."""
+    return request.app.state.questions
+
+
+HeldMemory = Annotated[AsyncMemory, Depends(held_memory)]
+Questions = Annotated[dict, Depends(questions_asked)]
+CustomerInPath = Annotated[str, Path(pattern=CUSTOMER_ID_PATTERN, description=CUSTOMER_ID_RULE)]
+TicketInPath = Annotated[str, Path(pattern=NOT_BLANK_PATTERN, description=(
+    "The id of the ticket whose memories go, as POST /tickets had it: not blank."))]
+
+router = APIRouter()
+
+
+@router.post("/tickets", response_model=None,
+             responses={200: {"model": SystemOneResponse,
+                              "description": "Jev's routing answer, before the gate."},
+                        **GUARD_ANSWERS, **BODY_ANSWERS, 409: DAMAGED},
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": {"$ref": "#/components/schemas/TicketState"}}}}})
+async def route_ticket(request: Request, memory: HeldMemory,
+                       questions: Questions) -> JSONResponse:
+    state = await read_ticket_state(request)  # read here: its errors are the service's own
+    try:
+        response = await memory.ask(state, questions)
+    except Exception as error:  # noqa: BLE001 - what the service does not answer is re-raised
+        return routing_failed(error, state)
+    return JSONResponse(response.model_dump(mode="json"))
+
+
+@router.get("/customers/{customer}/memories", response_model=CustomerMemories,
+            response_model_exclude_unset=True, responses={**GUARD_ANSWERS, 409: DAMAGED})
+async def memories_of(customer: CustomerInPath, memory: HeldMemory) -> dict:
+    return {"customer_id": customer, "memories": await answered(memory.memories(customer))}
+
+
+@router.delete("/customers/{customer}/memories", response_model=Erased,
+               responses=GUARD_ANSWERS)
+async def erase(customer: CustomerInPath, memory: HeldMemory) -> dict:
+    erased = await answered(memory.forget_customer(customer))
+    return {"erased": len(erased) + getattr(erased, "unreadable", 0)}
+
+
+@router.delete("/customers/{customer}/memories/{ticket:path}", response_model=Erased,
+               responses={**GUARD_ANSWERS, 404: NOT_REMEMBERED})
+async def forget_ticket(customer: CustomerInPath, ticket: TicketInPath,
+                        memory: HeldMemory) -> dict:
+    erased = await answered(memory.forget(customer, ticket), not_found=(
+        f"customer {customer} has no memory of ticket {shown(ticket)}; nothing was erased."))
+    return {"erased": len(erased) + getattr(erased, "unreadable", 0)}
+
+
+@router.get("/customers/{customer}/history", response_model=CustomerHistory,
+            responses=GUARD_ANSWERS)
+async def history_of(customer: CustomerInPath, memory: HeldMemory) -> dict:
+    events = await answered(memory.history(customer))
+    return {"customer_id": customer, "events": [event._asdict() for event in events]}
+
+
+@router.get(HEALTH_PATH, response_model=Health, openapi_extra={"security": []},
+            responses={413: GUARD_ANSWERS[413]})
+async def health() -> dict:
+    return {"status": "ok"}
