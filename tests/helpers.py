@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -402,6 +403,133 @@ def live_env(base_url: str, scratch: Path | None, key: str, recording: Path | No
     if recording is not None:
         env["MEMORYBOOK_RECORDING"] = str(recording)
     return {**env, **extra}
+
+
+# -- services as processes, and made-up answers for their loopback API -----------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def seconds_until_it_answers(port: int, process: subprocess.Popen, limit: float,
+                             probe: str = "/customers/C-0/memories") -> float:
+    """Poll GET `probe` until it answers 200; fail after `limit` s."""
+    import httpx2
+    import pytest
+
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        if process.poll() is not None:
+            pytest.fail(f"the service exited ({process.returncode}): {process.communicate()}")
+        with contextlib.suppress(httpx2.TransportError):
+            if loopback_http().get(f"http://127.0.0.1:{port}{probe}",
+                                   timeout=1).status_code == 200:
+                return time.monotonic() - started
+        time.sleep(0.05)
+    pytest.fail(f"the service did not answer within {limit} s of starting")
+
+
+def stop_for_good(process: subprocess.Popen) -> None:
+    """Kill what is left of a process this test started, and its children."""
+    if process.poll() is None:
+        for child in psutil.Process(process.pid).children(recursive=True):
+            child.kill()
+        process.kill()
+    process.communicate()
+
+
+SERVICE = "memorybook.service:create_app"
+SERVICE_KEY = "canary-key-3f9a1c7e55d2"  # what service processes send their loopback API
+
+
+def start_service(port: int, store_url: str, endpoint: str, logs, *, app: str = SERVICE,
+                  folder: Path = REPO_ROOT, **env: str) -> subprocess.Popen:
+    """`uvicorn --factory APP` (the service, or an app in `folder`) on 127.0.0.1:`port`, live
+    against the loopback at `endpoint`, on the store at `store_url`; its output goes to the file
+    `logs`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", app, "--host", "127.0.0.1",
+         "--port", str(port)],
+        cwd=folder, env=live_env(endpoint, None, SERVICE_KEY, MEMORYBOOK_STORE_URL=store_url,
+                                 **env),
+        stdout=logs, stderr=subprocess.STDOUT, text=True)
+
+
+@contextlib.contextmanager
+def services(count: int, store_url: str, endpoint: str, tmp_path, *, app: str = SERVICE,
+             folder: Path = REPO_ROOT, probe: str = "/customers/C-0/memories", **env: str):
+    """`count` processes of the service (or of `app`, in `folder`) on one store, each answering
+    `probe`, as [(process, base URL)]; they get SIGTERM at the block's end (their pending gates
+    drain), then whatever is left is killed."""
+    running = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            logs = open(tmp_path / f"service-{port}.log", "w")  # noqa: SIM115 - closed below
+            running.append((start_service(port, store_url, endpoint, logs, app=app,
+                                          folder=folder, **env), port, logs))
+        for process, port, _ in running:
+            seconds_until_it_answers(port, process, 60, probe)
+        yield [(process, f"http://127.0.0.1:{port}") for process, port, _ in running]
+    finally:
+        for process, _, _ in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, _, logs in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=60)
+            stop_for_good(process)
+            logs.close()
+
+
+class MadeUpAnswers:
+    """Made-up answers for a loopback's `answer_with` (never Jev's): every ticket to the first
+    team at once; every gate keeps its memory, once `release` is set (at once with
+    `hang=False`)."""
+
+    def __init__(self, hang: bool) -> None:
+        self.release = threading.Event()
+        if not hang:
+            self.release.set()
+        self.gates = 0  # gate requests received
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict) -> dict:
+        [(question_id, question)] = body["questions"].items()
+        if question_id == "remember":
+            with self._lock:
+                self.gates += 1
+            self.release.wait(120)
+            answer = {"type": "noul", "noul": 0.9}
+        else:
+            options = list(question["criteria"])
+            answer = {"type": "choice", "choice": options[0], "confidence": 1.0,
+                      "probabilities": {o: float(o == options[0]) for o in options}}
+        return {"model": body["model"], "usage": {"input_tokens": 1, "output_tokens": 1},
+                "answers": {question_id: answer}}
+
+
+def twenty_customers_tickets() -> list[dict]:
+    """One ticket for each of 20 customers, each stating a licence number of its own."""
+    return [{"customer": {"id": f"C-{3000 + n}", "company": "Acme Corp"},
+             "ticket": {"id": f"T-{n}", "received_on": "2026-10-02", "subject": "Licence",
+                        "messages": [{"from": "customer",
+                                      "text": f"Our licence is LIC-{n:04d}-{n * 7919:06d}."}]}}
+            for n in range(1, 21)]
+
+
+def pending_records(backend) -> list[bytes]:
+    """The sealed pending gates the store holds; [] where it has no such table."""
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):
+        try:
+            rows = connection.execute("SELECT sealed FROM memorybook_pending").fetchall()
+        except Exception:  # noqa: BLE001 - a store of a version that records no gates
+            return []
+    return [bytes(sealed) for (sealed,) in rows]
 
 
 # -- the memory store's tests ----------------------------------------------------------------

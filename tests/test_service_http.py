@@ -366,10 +366,11 @@ def test_a_failing_store_is_a_503_in_one_line_on_every_route_and_logged(tmp_path
                                        "routing_failed() in memorybook/service/failures.py)")
         assert "db.example" not in detail and "log" in detail, (
             "a 503 for a failed store must not show the client the database's host, file or "
-            f"error, and must say where they are (store_failed() in memorybook/service/failures.py): "
-            f"{detail}")
+            "error, and must say where they are (store_failed() in "
+            f"memorybook/service/failures.py): {detail}")
         assert answer.headers.get("Retry-After") == "1", (
-            "a failed store's 503 says when to try again (RETRY_SOON in memorybook/service/failures.py)")
+            "a failed store's 503 says when to try again (RETRY_SOON in "
+            "memorybook/service/failures.py)")
     logged = [r.getMessage() for r in caplog.records if "no answer from db.example" in
               r.getMessage()]
     assert len(logged) == len(answers) and all("\n" not in line for line in logged), (
@@ -1088,8 +1089,8 @@ def test_a_damaged_recorded_answer_is_logged_by_ids_and_told_to_its_client_whole
     assert "damaged answer" in told and "Kestrel invoice 7731" in told, told
     logged = " ".join(r.getMessage() for r in caplog.records if r.name == "memorybook")
     assert "damaged answer" in logged and "T-901" in logged and "Kestrel" not in logged, (
-        "routing_failed() (memorybook/service/failures.py) must log a RecordingError's `logged`, which "
-        f"names the call by its ids, never the ticket's subject: {logged}")
+        "routing_failed() (memorybook/service/failures.py) must log a RecordingError's "
+        f"`logged`, which names the call by its ids, never the ticket's subject: {logged}")
 
 
 def test_a_misss_503_is_one_line_each_whatever_the_ticket_id_holds(tmp_path):
@@ -1145,7 +1146,8 @@ def test_a_damaged_memory_of_any_ticket_id_is_freed_by_the_delete_its_409_names(
 
     async def free(http):
         refused = await http.get("/customers/C-1042/memories")
-        said = one_line(refused, 409, "a damaged memory: damaged() in memorybook/service/failures.py")
+        said = one_line(refused, 409,
+                        "a damaged memory: damaged() in memorybook/service/failures.py")
         [path] = re.findall(r"DELETE (\S+)\)", said)
         return path, await http.delete(path), await http.get("/customers/C-1042/memories")
 

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,10 +30,17 @@ from memorybook.wrapper import ask_with_memory_async
 from tests.helpers import (
     COMMITTED_RECORDING,
     REPO_ROOT,
+    MadeUpAnswers,
+    free_port,
     fresh_jev,
     in_process,
     live_env,
     loopback_http,
+    pending_records,
+    seconds_until_it_answers,
+    services,
+    stop_for_good,
+    twenty_customers_tickets,
 )
 from tools.loopback_server import LoopbackSystemOne
 
@@ -423,35 +429,6 @@ def test_the_apps_shutdown_saves_the_pending_gates(monkeypatch, tmp_path):
 # -- the service as a process: uvicorn, and `make serve` ------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def seconds_until_it_answers(port: int, process: subprocess.Popen, limit: float) -> float:
-    """Poll GET /customers/C-0/memories until it answers 200; fail after `limit` s."""
-    started = time.monotonic()
-    while time.monotonic() - started < limit:
-        if process.poll() is not None:
-            pytest.fail(f"the service exited ({process.returncode}): {process.communicate()}")
-        with contextlib.suppress(httpx2.TransportError):
-            if loopback_http().get(f"http://127.0.0.1:{port}/customers/C-0/memories",
-                                   timeout=1).status_code == 200:
-                return time.monotonic() - started
-        time.sleep(0.05)
-    pytest.fail(f"the service did not answer within {limit} s of starting")
-
-
-def stop_for_good(process: subprocess.Popen) -> None:
-    """Kill what is left of a process this test started, and its children."""
-    if process.poll() is None:
-        for child in psutil.Process(process.pid).children(recursive=True):
-            child.kill()
-        process.kill()
-    process.communicate()
-
-
 def test_sigterm_with_gates_pending_saves_them(tmp_path):
     from memorybook.store import open_store
 
@@ -636,42 +613,6 @@ def test_notebook_9_without_a_key_sends_nothing(monkeypatch, tmp_path):
     assert printed.count("6/6 with memory") == 2 and "422 " in printed, printed
 
 
-def start_service(port: int, store_url: str, endpoint: str, logs, **env: str) -> subprocess.Popen:
-    """`uvicorn --factory memorybook.service:create_app` on 127.0.0.1:`port`, live against the
-    loopback at `endpoint`, on the store at `store_url`; its output goes to the file `logs`."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "memorybook.service:create_app",
-         "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO_ROOT, env=live_env(endpoint, None, CANARY_KEY, MEMORYBOOK_STORE_URL=store_url,
-                                    **env),
-        stdout=logs, stderr=subprocess.STDOUT, text=True)
-
-
-@contextlib.contextmanager
-def services(count: int, store_url: str, endpoint: str, tmp_path, **env: str):
-    """`count` service processes on one store, each answering, as [(process, base URL)]; they
-    get SIGTERM at the block's end (their pending gates drain), then whatever is left is
-    killed."""
-    running = []
-    try:
-        for _ in range(count):
-            port = free_port()
-            logs = open(tmp_path / f"service-{port}.log", "w")  # noqa: SIM115 - closed below
-            running.append((start_service(port, store_url, endpoint, logs, **env), port, logs))
-        for process, port, _ in running:
-            seconds_until_it_answers(port, process, 60)
-        yield [(process, f"http://127.0.0.1:{port}") for process, port, _ in running]
-    finally:
-        for process, _, _ in running:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process, _, logs in running:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=60)
-            stop_for_good(process)
-            logs.close()
-
-
 class GateHeld(LoopbackSystemOne):
     """The recording on loopback, answering at once but for gate requests, each held until
     `release` is set."""
@@ -735,53 +676,6 @@ def test_get_and_delete_on_one_process_wait_for_the_gate_pending_on_another(tmp_
     assert after == [[], []], (
         "a memory was saved after DELETE answered: the erasure must wait for the customer's "
         f"turn, as POST does (memorybook/serving.py): {after}")
-
-
-class MadeUpAnswers:
-    """Made-up answers for a loopback's `answer_with` (never Jev's): every ticket to the first
-    team at once; every gate keeps its memory, once `release` is set (at once with
-    `hang=False`)."""
-
-    def __init__(self, hang: bool) -> None:
-        self.release = threading.Event()
-        if not hang:
-            self.release.set()
-        self.gates = 0  # gate requests received
-        self._lock = threading.Lock()
-
-    def __call__(self, body: dict) -> dict:
-        [(question_id, question)] = body["questions"].items()
-        if question_id == "remember":
-            with self._lock:
-                self.gates += 1
-            self.release.wait(120)
-            answer = {"type": "noul", "noul": 0.9}
-        else:
-            options = list(question["criteria"])
-            answer = {"type": "choice", "choice": options[0], "confidence": 1.0,
-                      "probabilities": {o: float(o == options[0]) for o in options}}
-        return {"model": body["model"], "usage": {"input_tokens": 1, "output_tokens": 1},
-                "answers": {question_id: answer}}
-
-
-def twenty_customers_tickets() -> list[dict]:
-    """One ticket for each of 20 customers, each stating a licence number of its own."""
-    return [{"customer": {"id": f"C-{3000 + n}", "company": "Acme Corp"},
-             "ticket": {"id": f"T-{n}", "received_on": "2026-10-02", "subject": "Licence",
-                        "messages": [{"from": "customer",
-                                      "text": f"Our licence is LIC-{n:04d}-{n * 7919:06d}."}]}}
-            for n in range(1, 21)]
-
-
-def pending_records(backend) -> list[bytes]:
-    """The sealed pending gates the store holds; [] where it has no such table."""
-    connection, _ = backend.connect_directly()
-    with contextlib.closing(connection):
-        try:
-            rows = connection.execute("SELECT sealed FROM memorybook_pending").fetchall()
-        except Exception:  # noqa: BLE001 - a store of a version that records no gates
-            return []
-    return [bytes(sealed) for (sealed,) in rows]
 
 
 @pytest.mark.parametrize("backend_name", ["sqlite", "postgresql"])

@@ -12,21 +12,17 @@ customer once their pending gates have finished.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
+from typing import Annotated
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Query
 from pydantic import BaseModel, Field
 from typesafe_sdk import TypeSafeError
 
 from memorybook import (
+    AsyncMemory,
     Jev,
     MemorybookError,
-    PendingGates,
     RecordingMissError,
-    ask_with_memory_async,
-    open_store,
     ticket_id_of,
 )
 from memorybook.api_errors import describe_api_failure
@@ -60,40 +56,28 @@ class Routed(BaseModel):
 
 def create_router(store_url: str | None = None, *, jev: Jev | None = None) -> FastAPI:
     """The router. `jev` answers it: by default `Jev()` from the environment (live with a key;
-    the tests pass one replaying the app's recording)."""
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI):
-        app.state.jev = jev or Jev()
-        app.state.memories = await asyncio.to_thread(
-            open_store, store_url or os.environ.get("MEMORYBOOK_STORE_URL"))
-        app.state.gates = PendingGates()
-        try:
-            with app.state.memories.serving_alone():  # SQLite: one process keeps the order
-                try:
-                    yield
-                finally:
-                    await app.state.gates.drain()
-        finally:
-            await asyncio.to_thread(app.state.memories.close)
-
-    app = FastAPI(title="Ticket router", lifespan=lifespan)
+    the tests pass one replaying the app's recording). Its memory starts and stops with it:
+    on SQLite it serves the file alone; replicas share a PostgreSQL store, each customer's
+    calls in order across them, and a replica killed with gates pending leaves them to the
+    next one up."""
+    jev = jev or Jev()
+    memory = AsyncMemory(store_url, ask=jev)
+    app = FastAPI(title="Ticket router", lifespan=memory.lifespan)
 
     @app.post("/tickets")
-    async def route(ticket: Ticket, memory: bool = True) -> Routed:
-        ask = app.state.jev.ask_async
+    async def route(ticket: Ticket,
+                    remember: Annotated[bool, Query(alias="memory")] = True) -> Routed:
         try:
-            if memory:
-                response = await ask_with_memory_async(
-                    ticket.state(), ROUTE, app.state.memories, gates=app.state.gates, ask=ask)
+            if remember:
+                response = await memory.ask(ticket.state(), ROUTE)
             else:
-                response = await ask(ticket.state(), ROUTE)
+                response = await jev.ask_async(ticket.state(), ROUTE)
         except RecordingMissError as miss:
             raise HTTPException(503, {"detail": miss.summary,
                                       "how_to_record": miss.how_to_record}) from None
         except TypeSafeError as error:  # Jev could not be asked: the upstream failed
             raise HTTPException(503, {"detail": describe_api_failure(error)}) from None
-        except MemorybookError as error:  # the store or the recording
+        except MemorybookError as error:  # the store, the recording, or a wait too long
             raise HTTPException(503, {"detail": str(error).splitlines()[0]}) from None
         team = response.answers["team"]
         return Routed(ticket_id=ticket.ticket_id, team=team.choice,
@@ -101,8 +85,6 @@ def create_router(store_url: str | None = None, *, jev: Jev | None = None) -> Fa
 
     @app.get("/customers/{customer_id}/memories")
     async def remembered(customer_id: str) -> list[str]:
-        await app.state.gates.settled(customer_id)
-        saved = await asyncio.to_thread(app.state.memories.recall, customer_id)
-        return [ticket_id_of(memory) for memory in saved]
+        return [ticket_id_of(saved) for saved in await memory.memories(customer_id)]
 
     return app
