@@ -277,10 +277,14 @@ class Memory:
         return asyncio.run_coroutine_threadsafe(call, self._loop).result()
 
     def _end_loop(self) -> None:
+        """Stop the loop's thread, and the worker threads its store calls ran in."""
         loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
+        try:
+            asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
 
 
 def asking(ask: Any) -> AskAsync:

@@ -31,6 +31,27 @@ def test_recall_of_unknown_customer_is_empty(store: MemoryStore) -> None:
     assert store.recall("C-nobody") == []
 
 
+@pytest.mark.parametrize("where", ["a store", "InMemoryMemories"])
+def test_recall_ticket_returns_that_tickets_memories_alone(store: MemoryStore, where) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from memorybook import InMemoryMemories
+
+    memories = store if where == "a store" else InMemoryMemories()
+    for ticket_id in ("T-1", "T-2", "T-1"):
+        memories.save("C-1042", make_memory("C-1042", ticket_id))
+    memories.save("C-7", make_memory("C-7", "T-1"))
+    assert ticket_ids(memories.recall_ticket("C-1042", "T-1")) == ["T-1", "T-1"], (
+        f"{where}: recall_ticket() must return the customer's memories of that ticket alone")
+    assert memories.recall_ticket("C-1042", "T-9") == []
+    if where == "a store":  # an expired memory is never recalled, by ticket either
+        store.save("C-1042", make_memory("C-1042", "T-3"),
+                   expires_at=datetime.now(UTC) + timedelta(hours=1))
+        assert ticket_ids(store.recall_ticket("C-1042", "T-3")) == ["T-3"]
+        store.clock = lambda: datetime.now(UTC) + timedelta(days=1)
+        assert store.recall_ticket("C-1042", "T-3") == []
+
+
 def test_memories_survive_reopening(backend: Backend) -> None:
     saved = [make_memory("C-1042", "T-1"), make_memory("C-1042", "T-2")]
     with backend.open() as store:
