@@ -253,7 +253,7 @@ def miss_of(call: Callable[[], object]) -> RecordingMissError:
 
 
 def test_a_kernel_holding_extra_memories_is_told_to_restart(monkeypatch):
-    jev = fresh_jev(monkeypatch)
+    jev = fresh_jev(monkeypatch, in_the_collection=True)
     memories = InMemoryMemories()
     remember_earlier_tickets(memories, ask=jev.ask)
     memories.save("C-1042", memories.recall("C-1042")[0])  # saved twice
@@ -345,7 +345,7 @@ def test_a_recording_missing_one_of_the_collections_calls_says_how_to_restore_it
     shortened = tmp_path / "json_cache.json"
     shortened.write_text(json.dumps(entries, indent=2), encoding="utf-8")
     shutil.copyfile(PROVENANCE_PATH, tmp_path / "provenance.json")  # as json_cache/ holds it
-    jev = fresh_jev(monkeypatch, MEMORYBOOK_RECORDING=str(shortened))
+    jev = fresh_jev(monkeypatch, in_the_collection=True, MEMORYBOOK_RECORDING=str(shortened))
     miss = miss_of(lambda: jev.ask(later_state("C-1042", 0), ROUTE))
     assert miss.reasons[0].startswith("The collection makes this call, but")
     assert "lacks its answer" in miss.reasons[0] and "make record" in miss.reasons[0]

@@ -6,6 +6,8 @@ folder is this repository's notebooks/: JupyterLab's, nbval's, `make run`'s, nbc
 copy of a notebook anywhere else runs as it is written. Loaded, it:
 
 - removes TYPESAFE_API_KEY from the kernel's environment in CI, so nothing can be sent;
+- marks the kernel as the collection's (memorybook.replay.mark_as_the_collection): a miss says
+  to record the collection's recording with `make record`;
 - shows a call the recording lacks, a damaged recording or a failed live call as its explanation
   (the call, its likely cause, a playground link to exactly that call, how to record it) instead
   of a traceback; the cell still fails;
@@ -30,7 +32,7 @@ from memorybook.errors import MemorybookError
 from memorybook.jev import request_json
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key, cooksafe_key, system_one_request
-from memorybook.replay import explain_miss
+from memorybook.replay import explain_miss, mark_as_the_collection
 
 # The collection's recording, as notebook 1 finds it from notebooks/: json_cache/ one folder up
 NOTEBOOK_1_CACHE = Path("../json_cache/json_cache.json")
@@ -40,6 +42,7 @@ def load_ipython_extension(shell) -> None:
     reason = replay_only_reason()
     if reason is not None and reason.startswith("CI"):
         os.environ.pop(API_KEY_ENV, None)  # notebook 1 then builds no client at all
+    mark_as_the_collection()
 
     def show_explained(shell, exc_type, error, traceback, tb_offset=None):
         explained = explanation(shell, error, traceback, reason or f"{API_KEY_ENV} is not set")
