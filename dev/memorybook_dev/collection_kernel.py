@@ -10,7 +10,8 @@ copy of a notebook anywhere else runs as it is written. Loaded, it:
   to record the collection's recording with `make record`;
 - shows a call the recording lacks, a damaged recording or a failed live call as its explanation
   (the call, its likely cause, a playground link to exactly that call, how to record it) instead
-  of a traceback; the cell still fails;
+  of a traceback; the cell still fails. Notebook 1's miss keeps its class, the page's own
+  NotInCacheError, so that the error a reader sees is the one the code they copy raises;
 - checks every answer notebook 1's own cache (cooksafe's plain `JsonCache`, which checks
   nothing) hands back, as the library's cache does for notebooks 2-10: once a cell has made
   `json_cache`, it is wrapped in `AnswersChecked`, so a damaged entry (an answer outside the
@@ -124,10 +125,20 @@ def explanation(shell, error: BaseException, traceback: TracebackType | None,
             threshold = shell.user_ns.get("REMEMBER_AT")  # notebook 1's own setting
             if isinstance(threshold, int | float):
                 miss.name_threshold(threshold)
-            return miss
+            return as_the_pages(shell, error, miss)
     if isinstance(error, ValueError):  # JSONDecodeError, or pydantic's ValidationError
         return damaged_recording(shell, frames)
     return None
+
+
+def as_the_pages(shell, error: BaseException, miss: Exception) -> Exception:
+    """The full explanation as an instance of notebook 1's own NotInCacheError when that is what
+    its code raised, so that a reader sees the class of the code they copy; else the library's
+    RecordingMissError."""
+    pages = shell.user_ns.get("NotInCacheError")
+    if isinstance(pages, type) and isinstance(error, pages):
+        return pages(str(miss))
+    return miss
 
 
 def frames_of(traceback: TracebackType | None) -> list:
