@@ -5,7 +5,8 @@ A reader copies it into a folder of their own. Imported, it defines the wrapper 
 nothing; run beside the recording (json_cache/json_cache.json), with no key, it prints the probe
 table and the six-message comparison, 3/6 then 6/6. Where the recording is not there, or the
 threshold is one the recording does not replay, the first call that misses names itself, guessing
-no cause; a threshold that is no probability is refused.
+no cause; a threshold that is no probability is refused; and one line, which the header shows,
+puts a stand-in in place of Jev.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from memorybook.config import RECORDING_PATH
 from tests.helpers import COMMITTED_RECORDING, PUBLISHED, REPO_ROOT, decode
 from tools.loopback_server import LoopbackSystemOne, closed_port
+from tools.pattern import HEADER, STAND_IN_LINE
 
 HEADLINE = "Expected routes: 3/6 without memory, 6/6 with memory."
 
@@ -148,3 +150,48 @@ def test_the_script_refuses_a_threshold_that_is_no_probability(tmp_path, printed
     assert last_line(ran) == f"ValueError: REMEMBER_AT is a probability, 0 to 1, not {shown}", (
         "the pattern's ask_with_memory() must refuse a threshold outside 0..1 before asking "
         f"anything, as memorybook's checked_remember_at() does: {ran.stderr[-500:]}")
+
+
+def test_a_stand_in_ask_goes_in_with_the_one_line_the_header_shows(tmp_path, printed_script):
+    assert f"#     {STAND_IN_LINE}\n" in HEADER and "(state, questions)" in HEADER and (
+        "SystemOneResponse" in HEADER), (
+        "the header of `make pattern` (tools/pattern.py) must show the one line that puts a "
+        "stand-in in place of ask(), and what the stand-in takes and returns")
+    folder = readers_folder(tmp_path, printed_script, recording=False)
+    (folder / "my_test.py").write_text(STAND_IN_APP.format(line=STAND_IN_LINE), encoding="utf-8")
+    with closed_port() as refusing_url:  # no key, no cache, and nowhere to send
+        ran = python_in(folder, "-B", "my_test.py", TYPESAFE_ENDPOINT=refusing_url)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.splitlines() == [
+        "R-1 general, memories sent: 0", "R-2 general, memories sent: 1",
+        "asked: team, remember, team, remember"], (
+        f"with the header's one line, the wrapper and the gate must ask the stand-in: {ran.stdout}")
+    assert sorted(path.name for path in folder.iterdir()) == ["memory_pattern.py", "my_test.py"]
+
+
+# An app's test: its own tickets, answered by a stand-in of its own, without key or cache.
+STAND_IN_APP = """\
+import memory_pattern
+from typesafe_sdk import SystemOneResponse
+
+asked = []
+
+
+def my_stand_in(state, questions):
+    [question_id] = questions
+    asked.append(question_id)
+    answer = ({{"type": "noul", "noul": 0.9}} if question_id == "remember" else
+              {{"type": "choice", "choice": "general", "confidence": 0.9,
+               "probabilities": {{"general": 0.9, "billing": 0.1}}}})
+    return SystemOneResponse.model_validate(
+        {{"model": "made-up", "usage": {{}}, "answers": {{question_id: answer}}}})
+
+
+{line}
+for ticket in ("R-1", "R-2"):
+    state = {{"customer": {{"id": "C-77"}}, "ticket": {{"id": ticket, "subject": "Login"}}}}
+    sent = len(memory_pattern.MEMORIES.get("C-77", []))
+    team = memory_pattern.ask_with_memory(state, memory_pattern.ROUTE).answers["team"]
+    print(f"{{ticket}} {{team.choice}}, memories sent: {{sent}}")
+print("asked:", ", ".join(asked))
+"""
