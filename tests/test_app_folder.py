@@ -3,9 +3,9 @@
 Notebook 1 is the whole technique on one page. Copied alone beside the recording it must run in a
 fresh kernel with no key and show both headline results; with a threshold the recording does not
 replay, or beside a file of another model version, each miss names its call, guessing no cause.
-The pattern it teaches, run as an app's script with
-tickets the recording lacks, must stop before any connection without a key, and with one keep
-every paid answer in a cache file (and folder) it creates.
+The pattern it teaches, run as an app's script with tickets the recording lacks, must stop before
+any connection without a key, and with one keep every paid answer in a cache file (and folder)
+it creates.
 """
 
 from __future__ import annotations

@@ -137,7 +137,10 @@ def as_the_pages(shell, error: BaseException, miss: Exception) -> Exception:
     RecordingMissError."""
     pages = shell.user_ns.get("NotInCacheError")
     if isinstance(pages, type) and isinstance(error, pages):
-        return pages(str(miss))
+        try:
+            return pages(str(miss))
+        except Exception:  # a class of the reader's that is not made from a message
+            return miss
     return miss
 
 
