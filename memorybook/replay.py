@@ -214,7 +214,7 @@ def likely_reasons(state, questions: dict, model: str | None,
                 "recording was made."]
     key = cache_key(model or "", json.dumps(state), json.dumps(questions))
     if key in recorded:
-        again = f" or record the collection again (`{RECORD_COMMAND}`)" * in_the_collection
+        again = f" or record the collection again (`{RECORD_COMMAND}`)" if in_the_collection else ""
         return [f"The collection makes this call, but {shown_path(recording)} lacks its "
                 f"answer: the file was changed or replaced. Restore it (`git checkout -- "
                 f"{shown_path(recording)}`){again}."]
