@@ -200,3 +200,11 @@ def keys_read_by_notebooks(request) -> set[str]:
 def _only_notebooks_log_their_lookups(monkeypatch):
     """Python tests may open recordings too; their lookups must not count as a notebook's."""
     monkeypatch.delenv("MEMORYBOOK_USAGE_LOG", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _each_test_runs_as_an_app(monkeypatch):
+    """A test that calls a tool's main() in process marks it as the collection's
+    (memorybook.replay.mark_as_the_collection()); the next test starts as an app's process again,
+    unless it asks otherwise (tests/helpers.py, fresh_jev(in_the_collection=True))."""
+    monkeypatch.setattr("memorybook.replay.in_the_collection", False)

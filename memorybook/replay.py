@@ -5,8 +5,9 @@ In replay mode (memorybook/jev.py: no key, and always in CI) the SDK client send
 every request this transport sees is a miss. It sends nothing; it raises `RecordingMissError`,
 which says which call missed, the most likely reason (found by comparing the call with the
 requests behind the recorded answers, and with the misses this process met before), a
-playground link to exactly that call, and how to record it: into the collection's recording with
-`make record`, or into an app's own recording in record mode.
+playground link to exactly that call, and how to record it: with `make record` in the
+collection's own notebooks and tools (they say so: `mark_as_the_collection()`), in record mode
+in an app's tests and scripts; a service is told how to run live (`how_to_serve_live`).
 """
 
 from __future__ import annotations
@@ -46,21 +47,41 @@ from memorybook.recording import (
 RECORD_COMMAND = f"{API_KEY_ENV}=... make record"
 RECORD_STEPS = f"`{RECORD_COMMAND}`, read its report, then `make accept-recording`"
 
+# Whether this process is one of the collection's own notebooks or tools, whose recording
+# `make record` records. Said explicitly (mark_as_the_collection(): its kernel set-up and
+# tools/ call it), never guessed from paths: an app run from its own folder with the
+# collection's environment reads the same json_cache.json, and records into a file of its own.
+in_the_collection = False
+
+
+def mark_as_the_collection() -> None:
+    """Mark this process as one of the collection's notebook kernels or tools: a miss in the
+    collection's recording then says to record it with `make record`."""
+    global in_the_collection
+    in_the_collection = True
+
 
 class RecordingMissError(RecordingError):
     """A call that is not in the recording, made while only replaying is allowed.
 
     `summary`, `reasons`, `link` and `how_to_record` are the parts of the message; `call` names
-    the call in a reader's words; `request` is what it asks (model, state, questions).
+    the call in a reader's words; `request` is what it asks (model, state, questions);
+    `reason`, why nothing could be sent. A service shows `how_to_serve_live` instead of
+    `how_to_record`: it records nothing.
     """
 
     def __init__(self, summary: str, reasons: list[str], link: str, how_to_record: str,
                  call: str = "", request: dict | None = None, *,
-                 logged: str | None = None) -> None:
+                 logged: str | None = None, reason: str = "replay was asked for") -> None:
         self.summary, self.reasons, self.link, self.how_to_record, self.call = (
             summary, list(reasons), link, how_to_record, call)
-        self.request = request or {}
+        self.request, self.reason = request or {}, reason
         super().__init__(self._message(), logged=logged)
+
+    @property
+    def how_to_serve_live(self) -> str:
+        """What a service says of this miss in place of `how_to_record`."""
+        return how_to_serve_live(self.reason)
 
     def _message(self) -> str:
         return "\n".join([
@@ -70,9 +91,10 @@ class RecordingMissError(RecordingError):
 
     def name_threshold(self, remember_at: float) -> None:
         """Put first among the likely causes the gate's threshold, when the call carried other
-        memories than the recorded one and `remember_at` is not the recorded run's."""
+        memories than the recorded one (or, a gate, another answer to judge) and `remember_at`
+        is not the recorded run's."""
         if remember_at == REMEMBER_AT or not any(
-                reason.startswith("Memories:") for reason in self.reasons):
+                reason.startswith(("Memories:", "Jev's answer:")) for reason in self.reasons):
             return
         self.reasons.insert(0, threshold_reason(remember_at))
         RecordingError.__init__(self, self._message(), logged=self.logged)
@@ -166,7 +188,7 @@ def explain_miss(body: dict, reason: str, recording: Path | None = None,
     miss = RecordingMissError(
         summary(call), reasons, link, how_to_record(reason, recording), call,
         {"model": model, "state": state, "questions": questions},
-        logged=summary(by_ids),
+        logged=summary(by_ids), reason=reason,
     )
     misses.append(Missed(customer, by_ids))
     del misses[:-MISSES_KEPT]
@@ -192,10 +214,10 @@ def likely_reasons(state, questions: dict, model: str | None,
                 "recording was made."]
     key = cache_key(model or "", json.dumps(state), json.dumps(questions))
     if key in recorded:
+        again = f" or record the collection again (`{RECORD_COMMAND}`)" if in_the_collection else ""
         return [f"The collection makes this call, but {shown_path(recording)} lacks its "
                 f"answer: the file was changed or replaced. Restore it (`git checkout -- "
-                f"{shown_path(recording)}`) or record the collection again "
-                f"(`{RECORD_COMMAND}`)."]
+                f"{shown_path(recording)}`){again}."]
     ticket_id = ticket_of(state).get("id")
     alike = [request for request in recorded.values()
              if ticket_of(request["state"]).get("id") == ticket_id
@@ -242,6 +264,10 @@ def _explain(path: str, ours, theirs, earlier: Missed | None) -> str:
         recorded = ", ".join(memory_ticket_ids(theirs)) or "none"
         return (f"Memories: this call carries {mine}; the recorded one carried {recorded}. "
                 f"{_why_memories_differ(earlier)}")
+    if path.startswith("state.jev_answered"):  # Jev's words, never the reader's input
+        return (f"Jev's answer: the gate reads the routing call's answer, here "
+                f"{_short(ours)}, and in the recorded call {_short(theirs)}: that call was "
+                f"asked with other memories or input. {_why_memories_differ(earlier)}")
     if path.startswith("questions"):
         return (f"The question differs from the recorded one at `{path}`. The recording only "
                 f"answers the questions exactly as the collection words them.")
@@ -269,18 +295,31 @@ def _why_memories_differ(earlier: Missed | None) -> str:
 
 
 def how_to_record(reason: str, recording: Path | None = None) -> str:
-    """How to add a missed call to `recording`: the collection's committed one with `make record`,
-    an app's own by running in record mode with a key."""
+    """How to add a missed call to `recording`: in the collection's own notebooks and tools,
+    its committed one with `make record`; anywhere else, an app's own, in record mode."""
     if reason.startswith("CI"):
         return "CI never calls the API (CI is set): record on your own machine, outside CI."
     recording = recording_path() if recording is None else recording
-    if recording.resolve() == RECORDING_PATH.resolve():
+    the_collections = recording.resolve() == RECORDING_PATH.resolve()
+    if the_collections and in_the_collection:
         return (f"To record it: {RECORD_STEPS} (`make record-dry-run` lists every call the "
                 f"recording lacks, with no key).")
-    return (f"To record it into {shown_path(recording)}: run again with {API_KEY_ENV} set, "
-            f"{RECORDING_ENV}={shown_path(recording)} and {RECORD_MODE_ENV}=record (or "
+    into = (f"a recording of your app's own: run again with {API_KEY_ENV} set, {RECORDING_ENV} "
+            "naming your app's json_cache.json" if the_collections else
+            f"{shown_path(recording)}: run again with {API_KEY_ENV} set, "
+            f"{RECORDING_ENV}={shown_path(recording)}")
+    return (f"To record it into {into} and {RECORD_MODE_ENV}=record (or "
             f"Jev(recording=..., mode=\"record\")): each call it lacks is asked live and its "
             f"answer added to it; commit the file.")
+
+
+def how_to_serve_live(reason: str) -> str:
+    """What a service's miss says to do: a service records nothing (memorybook/service_settings.py
+    refuses record mode), so a call its recording lacks is answered only by running it live."""
+    if reason.startswith("CI"):
+        return "CI never calls the API (CI is set): run the service live outside CI."
+    return (f"To answer it, run the service live: start it again with {API_KEY_ENV} set, and "
+            f"{RECORDING_ENV} and {RECORD_MODE_ENV} unset (a service never records).")
 
 
 def _short(value) -> str:

@@ -81,13 +81,14 @@ def decode(link: str) -> tuple[dict, dict, dict]:
 
 
 def fresh_jev(monkeypatch, recording: Path | str | None = None, *, mode: str | None = None,
-              **env: str) -> Jev:
+              in_the_collection: bool = False, **env: str) -> Jev:
     """A `Jev` made as a fresh process would make it with `env` set, for the test's length.
 
     The environment settings a test run could carry in are removed first, the misses replay.py
     has met start empty, and the example's Jev (memorybook.example.example_jev, what the
     experiments ask by default) is made anew from `env` at its first use; every other test's are
-    left untouched.
+    left untouched. The process is an app's, unless `in_the_collection` (then it is one of the
+    collection's notebook kernels or tools: replay.mark_as_the_collection()).
     """
     from memorybook import example, next_steps, replay
     from memorybook.jev import Jev, made_once
@@ -98,6 +99,7 @@ def fresh_jev(monkeypatch, recording: Path | str | None = None, *, mode: str | N
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(replay, "MISSES_SO_FAR", [])
+    monkeypatch.setattr(replay, "in_the_collection", in_the_collection)
     for module, name in ((example, "example_jev"), (next_steps, "next_steps_jev")):
         made = getattr(module, name).__wrapped__
         monkeypatch.setattr(module, name, made_once(made))

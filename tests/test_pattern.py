@@ -4,7 +4,9 @@ run.
 A reader copies it into a folder of their own. Imported, it defines the wrapper and sends
 nothing; run beside the recording (json_cache/json_cache.json), with no key, it prints the probe
 table and the six-message comparison, 3/6 then 6/6. Where the recording is not there, or the
-threshold is one the recording does not replay, the first call that misses says so.
+threshold is one the recording does not replay, the first call that misses names itself, guessing
+no cause; a threshold that is no probability is refused; and one line, which the header shows,
+puts a stand-in in place of Jev.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from memorybook.config import RECORDING_PATH
-from tests.helpers import COMMITTED_RECORDING, PUBLISHED, REPO_ROOT
+from tests.helpers import COMMITTED_RECORDING, PUBLISHED, REPO_ROOT, decode
 from tools.loopback_server import LoopbackSystemOne, closed_port
+from tools.pattern import HEADER, STAND_IN_LINE
 
 HEADLINE = "Expected routes: 3/6 without memory, 6/6 with memory."
 
@@ -90,39 +93,105 @@ def last_line(ran: subprocess.CompletedProcess) -> str:
     return ran.stderr.strip().splitlines()[-1]
 
 
-def test_without_its_recording_the_script_says_the_file_is_not_there_and_where_to_get_it(
-        tmp_path, printed_script):
+def assert_names_the_call_and_guesses_no_cause(stopped: str, looked: Path, ticket: str) -> None:
+    """The pattern's keyless miss: the file, the call, nothing sent, a link to exactly that call
+    once, and no guess at a cause (notebook 1's `ask(), cached` cell)."""
+    assert stopped.startswith(f"NotInCacheError: {looked} has no answer to ['team'] about "
+                              f"ticket {ticket}; without TYPESAFE_API_KEY nothing was sent."), (
+        "a keyless miss in the pattern must name the cache file (its absolute path), the call "
+        f"(its questions and ticket) and say nothing was sent (notebook 1's `_system_one`): "
+        f"{stopped[:400]}")
+    said = stopped.removeprefix(f"NotInCacheError: {looked}").split("https://")[0]
+    assert not re.search(r"(?i)cause|REMEMBER_AT|threshold|memories", said), (
+        "the pattern knows only that a call is not in its cache: its miss must guess no cause "
+        f"(notebook 1's `_system_one`): {stopped[:400]}")
+    [link] = re.findall(r"https://console\.typesafe\.ai/playground#share/\S+", stopped)
+    state, questions, share = decode(link)
+    assert state["ticket"]["id"] == ticket and list(questions) == ["team"], (
+        "the link must open exactly the call that missed")
+    assert share["selectedModels"] == ["jev-1.14.0"]
+
+
+def test_without_its_recording_the_script_names_the_file_it_looked_for(tmp_path, printed_script):
     folder = readers_folder(tmp_path, printed_script, recording=False)
-    stopped = last_line(python_in(folder, "-B", "memory_pattern.py"))
+    ran = python_in(folder, "-B", "memory_pattern.py")
     looked = (folder / "json_cache" / "json_cache.json").resolve()
-    assert stopped.startswith(f"NotInCacheError: {looked} is not there"), (
-        "a keyless call with no cache file must say the file is not there, at its absolute "
-        f"path (why_not_cached() in notebook 1's `ask(), cached` cell): {stopped}")
-    assert "copy the collection's json_cache/json_cache.json there" in stopped, (
-        f"the miss must say where to get the recording: {stopped}")
-    assert "has no answer" not in stopped and "nothing was sent" in stopped, stopped
+    assert_names_the_call_and_guesses_no_cause(last_line(ran), looked, "T-201")
+    assert ran.stderr.count("playground#share/") == 1, ran.stderr
     assert sorted(path.name for path in folder.iterdir()) == ["memory_pattern.py"]
 
 
 @pytest.mark.parametrize("threshold", ["1", "0.02"])
-def test_a_threshold_the_recording_does_not_replay_is_named_by_the_script(
+def test_a_threshold_the_recording_does_not_replay_stops_the_script_at_its_first_miss(
         tmp_path, printed_script, threshold):
     script, edits = re.subn(r"(?m)^REMEMBER_AT = 0\.5\b", f"REMEMBER_AT = {threshold}",
                             printed_script)
     assert edits == 1, "the script must set REMEMBER_AT = 0.5 once (notebook 1's settings)"
     folder = readers_folder(tmp_path, script)
-    stopped = last_line(python_in(folder, "-B", "memory_pattern.py"))
-    assert stopped.startswith("NotInCacheError: json_cache/json_cache.json has no answer"), (
-        stopped)
-    assert re.search(r"this call \(question '(team|remember)', ticket T-\d+\)", stopped), (
-        f"the miss must name the call: its question and ticket (why_not_cached()): {stopped}")
-    # The likely causes name the threshold set, without the range this recording replays,
-    # which would be wrong for an app's own cache (notebook 2 says it for this one).
-    assert f"when REMEMBER_AT, {threshold} here, keeps other tickets" in stopped, (
-        "a miss under a threshold that does not replay the recorded run must name the "
-        f"threshold, and its value, among its likely causes (why_not_cached() in notebook 1): "
-        f"{stopped}")
-    assert "0.03" not in stopped, (
-        "the script is an app's code: its miss must not name the thresholds this recording "
-        f"replays (why_not_cached() in notebook 1): {stopped}")
-    assert "playground#share/" in stopped, stopped
+    ran = python_in(folder, "-B", "memory_pattern.py")
+    ticket = "T-103" if threshold == "1" else "T-203"  # the first call with other memories
+    looked = (folder / "json_cache" / "json_cache.json").resolve()
+    assert_names_the_call_and_guesses_no_cause(last_line(ran), looked, ticket)
+    assert ran.stderr.count("playground#share/") == 1, ran.stderr
+
+
+@pytest.mark.parametrize("threshold", ["1.5", "-0.1", "float('nan')"])
+def test_the_script_refuses_a_threshold_that_is_no_probability(tmp_path, printed_script,
+                                                                threshold):
+    script, edits = re.subn(r"(?m)^REMEMBER_AT = 0\.5\b", f"REMEMBER_AT = {threshold}",
+                            printed_script)
+    assert edits == 1
+    folder = readers_folder(tmp_path, script)
+    with closed_port() as refusing_url:
+        ran = python_in(folder, "-B", "-c", "import memory_pattern as p; "
+                        "p.ask_with_memory({'customer': {'id': 'C-1'}}, p.ROUTE)",
+                        TYPESAFE_ENDPOINT=refusing_url)
+    shown = "nan" if "nan" in threshold else threshold
+    assert last_line(ran) == f"ValueError: REMEMBER_AT is a probability, 0 to 1, not {shown}", (
+        "the pattern's ask_with_memory() must refuse a threshold outside 0..1 before asking "
+        f"anything, as memorybook's checked_remember_at() does: {ran.stderr[-500:]}")
+
+
+def test_a_stand_in_ask_goes_in_with_the_one_line_the_header_shows(tmp_path, printed_script):
+    assert f"#     {STAND_IN_LINE}\n" in HEADER and "(state, questions)" in HEADER and (
+        "SystemOneResponse" in HEADER), (
+        "the header of `make pattern` (tools/pattern.py) must show the one line that puts a "
+        "stand-in in place of ask(), and what the stand-in takes and returns")
+    folder = readers_folder(tmp_path, printed_script, recording=False)
+    (folder / "my_test.py").write_text(STAND_IN_APP.format(line=STAND_IN_LINE), encoding="utf-8")
+    with closed_port() as refusing_url:  # no key, no cache, and nowhere to send
+        ran = python_in(folder, "-B", "my_test.py", TYPESAFE_ENDPOINT=refusing_url)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.splitlines() == [
+        "R-1 general, memories sent: 0", "R-2 general, memories sent: 1",
+        "asked: team, remember, team, remember"], (
+        f"with the header's one line, the wrapper and the gate must ask the stand-in: {ran.stdout}")
+    assert sorted(path.name for path in folder.iterdir()) == ["memory_pattern.py", "my_test.py"]
+
+
+# An app's test: its own tickets, answered by a stand-in of its own, without key or cache.
+STAND_IN_APP = """\
+import memory_pattern
+from typesafe_sdk import SystemOneResponse
+
+asked = []
+
+
+def my_stand_in(state, questions):
+    [question_id] = questions
+    asked.append(question_id)
+    answer = ({{"type": "noul", "noul": 0.9}} if question_id == "remember" else
+              {{"type": "choice", "choice": "general", "confidence": 0.9,
+               "probabilities": {{"general": 0.9, "billing": 0.1}}}})
+    return SystemOneResponse.model_validate(
+        {{"model": "made-up", "usage": {{}}, "answers": {{question_id: answer}}}})
+
+
+{line}
+for ticket in ("R-1", "R-2"):
+    state = {{"customer": {{"id": "C-77"}}, "ticket": {{"id": ticket, "subject": "Login"}}}}
+    sent = len(memory_pattern.MEMORIES.get("C-77", []))
+    team = memory_pattern.ask_with_memory(state, memory_pattern.ROUTE).answers["team"]
+    print(f"{{ticket}} {{team.choice}}, memories sent: {{sent}}")
+print("asked:", ", ".join(asked))
+"""

@@ -121,7 +121,7 @@ def no_network(*args, **kwargs):
                          ids=["no key", "key but CI"])
 def test_a_call_missing_from_the_recording_fails_at_once_and_says_how_to_record(
         env, monkeypatch, capfd):
-    jev = fresh_jev(monkeypatch, **env)
+    jev = fresh_jev(monkeypatch, in_the_collection=True, **env)  # as in a notebook
     for name in ("connect", "connect_ex"):
         monkeypatch.setattr(socket.socket, name, no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)

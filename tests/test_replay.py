@@ -8,11 +8,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import importlib
+import inspect
 import io
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
+from memorybook import replay
 from memorybook.config import REMEMBER_AT, TYPESAFE_MODEL
 from memorybook.example import EARLIER, ROUTE
 from memorybook.example import ask as example_ask
@@ -225,3 +232,129 @@ def test_a_miss_reaches_the_app_without_the_sdks_frames(monkeypatch, awaited):
     assert not [name for name in files if "site-packages" in name], (
         f"a miss must reach the app from Jev.ask() (memorybook/jev.py), its message saying all, "
         f"not through the SDK's, httpx's and tenacity's frames: {files}")
+
+
+# Where a miss runs decides what it says to do. The collection's notebook kernels and tools mark
+# their process (replay.mark_as_the_collection()) and record the collection's recording with
+# `make record`; an app's tests and scripts record into a file of their own in record mode, even
+# when they replay the collection's json_cache.json; a service runs live.
+AN_APPS_TICKET = {"customer": {"id": "C-77", "company": "Reader's Own Ltd"},
+                  "ticket": {"id": "R-1", "subject": "Login",
+                             "messages": [{"from": "customer", "text": "We cannot log in."}]}}
+
+
+@pytest.mark.parametrize("recording", ["the collection's", "the app's own"])
+def test_outside_the_collection_a_miss_says_how_to_record_into_the_apps_recording(
+        monkeypatch, tmp_path, recording):
+    own = tmp_path / "app.json"
+    own.write_text("{}", encoding="utf-8")
+    jev = fresh_jev(monkeypatch, own if recording == "the app's own" else None)
+    with pytest.raises(RecordingMissError) as missed:
+        jev.ask(AN_APPS_TICKET, ROUTE)
+    how = missed.value.how_to_record
+    assert "make record" not in str(missed.value) and "make accept-recording" not in how, (
+        "`make record` records the collection's notebooks, never an app's calls: a miss outside "
+        "the collection's notebooks and tools must not name it (how_to_record() in "
+        f"memorybook/replay.py): {how}")
+    assert "TYPESAFE_API_KEY set" in how and "MEMORYBOOK_RECORD_MODE=record" in how, (
+        f"a miss in an app's process must say how to record into the app's recording: {how}")
+    if recording == "the app's own":
+        assert f"MEMORYBOOK_RECORDING={own}" in how, how
+    else:  # the collection's file is recorded by the collection's tools, not by an app
+        assert "MEMORYBOOK_RECORDING naming your app's json_cache.json" in how, how
+
+
+def test_in_the_collection_a_miss_says_make_record(monkeypatch):
+    jev = fresh_jev(monkeypatch, in_the_collection=True)
+    with pytest.raises(RecordingMissError) as missed:
+        jev.ask(AN_APPS_TICKET, ROUTE)
+    assert missed.value.how_to_record.startswith(
+        "To record it: `TYPESAFE_API_KEY=... make record`, read its report, then "
+        "`make accept-recording`"), (
+        "in the collection's notebooks and tools (replay.mark_as_the_collection()) a miss in the "
+        f"collection's recording must name `make record`: {missed.value.how_to_record}")
+
+
+@pytest.mark.parametrize("env", [{}, {"CI": "true", "TYPESAFE_API_KEY": "sk-ci"}],
+                         ids=["no key", "CI"])
+def test_a_services_miss_says_how_to_run_it_live(monkeypatch, env):
+    jev = fresh_jev(monkeypatch, in_the_collection=True, **env)  # as `make serve` is
+    with pytest.raises(RecordingMissError) as missed:
+        jev.ask(AN_APPS_TICKET, ROUTE)
+    advice = missed.value.how_to_serve_live
+    assert "make record" not in advice and "record mode" not in advice, advice
+    if env:
+        assert advice.startswith("CI never calls the API"), advice
+    else:
+        assert advice == (
+            "To answer it, run the service live: start it again with TYPESAFE_API_KEY set, and "
+            "MEMORYBOOK_RECORDING and MEMORYBOOK_RECORD_MODE unset (a service never records)."), (
+            f"RecordingMissError.how_to_serve_live (memorybook/replay.py): {advice}")
+
+
+def test_the_collections_kernel_and_tools_mark_their_process(monkeypatch):
+    from memorybook import replay
+
+    for marks in ("memorybook_dev.collection_kernel", "tools.record.cli",
+                  "tools.record.missing", "tools.build_recording"):
+        source = inspect.getsource(importlib.import_module(marks))
+        assert "mark_as_the_collection()" in source, (
+            f"{marks} runs the collection's calls: it must call "
+            "memorybook.replay.mark_as_the_collection(), so that a miss there says `make record`")
+    monkeypatch.setattr(replay, "in_the_collection", False)
+    replay.mark_as_the_collection()
+    assert replay.in_the_collection
+
+
+@pytest.mark.parametrize("remember_at", [0.0, REMEMBER_AT, 1])
+def test_a_ticket_no_recorded_call_is_near_is_called_new_not_blamed_on_the_threshold(
+        monkeypatch, remember_at):
+    fresh_jev(monkeypatch)
+    memories = InMemoryMemories()
+    memories.save("C-1042", {"request": copy.deepcopy(EARLIER[0]), "jev_answered": {}})
+    state = copy.deepcopy(EARLIER[0])
+    state["ticket"]["id"] = "T-999"
+    with pytest.raises(RecordingMissError) as missed:
+        ask_with_memory(state, ROUTE, memories, ask=example_ask, remember_at=remember_at)
+    assert missed.value.reasons == [
+        "No recorded call asks 'team' about ticket T-999: this is a new call, which only Jev "
+        "can answer."], (
+        "a miss for a ticket no recorded call is about must say it is new, and blame neither "
+        f"the threshold nor the memories (likely_reasons() in memorybook/replay.py): "
+        f"{missed.value.reasons}")
+
+
+def test_a_gate_judging_another_answer_blames_that_answer_and_the_threshold(monkeypatch):
+    fresh_jev(monkeypatch)
+    gate = next(r for r in recorded_requests().values() if "jev_answered" in r["state"])
+    state = copy.deepcopy(gate["state"])
+    [question] = state["jev_answered"]
+    state["jev_answered"][question] = "None of these teams fits the ticket"
+    miss = replay.explain_miss({**gate, "state": state}, "TYPESAFE_API_KEY is not set")
+    miss.name_threshold(0.99)
+    assert miss.reasons[0] == threshold_reason(0.99), miss.reasons
+    assert miss.reasons[1].startswith("Jev's answer: the gate reads the routing call's answer"), (
+        "a gate whose routing answer differs from the recorded one was not edited by the reader: "
+        f"_explain() in memorybook/replay.py must say the answer differs: {miss.reasons}")
+    assert "The input was edited" not in str(miss), str(miss)
+
+
+def test_a_miss_shows_its_link_once_in_a_plain_traceback(tmp_path):
+    script = tmp_path / "app.py"
+    script.write_text(textwrap.dedent(f"""
+        from memorybook import Jev
+        from memorybook.example import ROUTE
+
+        Jev().ask({AN_APPS_TICKET!r}, ROUTE)
+    """), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TYPESAFE_API_KEY", "MEMORYBOOK_RECORDING", "MEMORYBOOK_RECORD_MODE")}
+    ran = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1 and "RecordingMissError" in ran.stderr, ran.stderr
+    assert ran.stderr.count("playground#share/") == 1, (
+        "a miss must show its playground link (about 1,100 characters) once in a traceback: "
+        f"{ran.stderr.count('playground#share/')} times in\n{ran.stderr[:3000]}")
+    assert "make record" not in ran.stderr and "MEMORYBOOK_RECORD_MODE=record" in ran.stderr, (
+        "a script of an app's own, in its own folder with the collection's environment, must be "
+        f"told to record into its own recording, not `make record`:\n{ran.stderr[-1500:]}")

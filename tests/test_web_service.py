@@ -346,10 +346,12 @@ def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothi
     body = missed.json()
     assert "T-999" in body["detail"] and "Nothing was sent" in body["detail"], body
     assert body["likely_causes"] and "TYPESAFE_API_KEY" in body["how_to_record"], body
-    if recording == "the collection's":
-        assert "make record" in body["how_to_record"], body["how_to_record"]
-    else:  # `make record` records the notebooks' calls, never an app's
-        assert str(own) in body["how_to_record"] and "make record" not in body["how_to_record"], (
+    assert "make record" not in body["how_to_record"], (
+        "`make record` records the notebooks' calls, never a service's: a miss outside the "
+        "collection's notebooks and tools must not name it (how_to_record() in "
+        f"memorybook/replay.py): {body['how_to_record']}")
+    if recording == "the app's own":
+        assert str(own) in body["how_to_record"], (
             "the 503 for an app's own recording must name that file and record mode "
             f"(how_to_record() in memorybook/replay.py): {body['how_to_record']}")
         assert "MEMORYBOOK_RECORD_MODE=record" in body["how_to_record"], body["how_to_record"]

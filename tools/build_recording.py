@@ -38,7 +38,7 @@ from memorybook.example import ROUTE
 from memorybook.jev import Jev
 from memorybook.memory import MEMORY_KEY
 from memorybook.recording import RecordingError, cache_key
-from memorybook.replay import RECORD_COMMAND
+from memorybook.replay import RECORD_COMMAND, mark_as_the_collection
 from tools.record.every_call import make_every_call
 from tools.record.missing import describe_missing, missing_calls
 
@@ -273,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed files")
     args = parser.parse_args(argv)
+    mark_as_the_collection()
     try:
         recording, provenance = rebuild()
     except UnpublishedCallError as error:

@@ -5,7 +5,8 @@ cache, the routing question, ask(), the gate and the wrapper. In reading order t
 nothing from this repository and call nothing, so importing the script runs no request and
 prints nothing. The cells tagged `example` (the tickets, the probe table, the six messages with
 and without memory) follow under `if __name__ == "__main__":`, so that `python <script>` run
-beside the recording (json_cache/json_cache.json) prints the page's headline with no key.
+beside the recording (json_cache/json_cache.json) prints the page's headline with no key. Its
+header says how an app's tests put a stand-in of their own in place of `ask`, in one line.
 
     python -m tools.pattern > memory_pattern.py
 """
@@ -24,7 +25,13 @@ HEADER = """\
 # The memory pattern of notebooks/01_memory_system.ipynb, printed by `make pattern`.
 # Import it for its functions, or run it beside json_cache/json_cache.json (no key needed)
 # to replay the published run: 3/6 expected routes without memory, 6/6 with memory.
+# Without a key, a call the cache lacks raises NotInCacheError and nothing is sent. To answer
+# without key or cache (in your tests), replace `ask` in one line with a function of
+# (state, questions) returning a SystemOneResponse (model, usage and answers all set);
+# the wrapper and the gate then ask it:
+#     memory_pattern.ask = my_stand_in
 """
+STAND_IN_LINE = "memory_pattern.ask = my_stand_in"  # the header's one line, as a reader types it
 
 
 def tagged_cells(tag: str) -> list[str]:

@@ -6,9 +6,12 @@ folder is this repository's notebooks/: JupyterLab's, nbval's, `make run`'s, nbc
 copy of a notebook anywhere else runs as it is written. Loaded, it:
 
 - removes TYPESAFE_API_KEY from the kernel's environment in CI, so nothing can be sent;
+- marks the kernel as the collection's (memorybook.replay.mark_as_the_collection): a miss says
+  to record the collection's recording with `make record`;
 - shows a call the recording lacks, a damaged recording or a failed live call as its explanation
   (the call, its likely cause, a playground link to exactly that call, how to record it) instead
-  of a traceback; the cell still fails;
+  of a traceback; the cell still fails. Notebook 1's miss keeps its class, the page's own
+  NotInCacheError, so that the error a reader sees is the one the code they copy raises;
 - checks every answer notebook 1's own cache (cooksafe's plain `JsonCache`, which checks
   nothing) hands back, as the library's cache does for notebooks 2-10: once a cell has made
   `json_cache`, it is wrapped in `AnswersChecked`, so a damaged entry (an answer outside the
@@ -30,7 +33,7 @@ from memorybook.errors import MemorybookError
 from memorybook.jev import request_json
 from memorybook.recording import RecordingError, check_answer, read_recording
 from memorybook.recording.cache import cache_key, cooksafe_key, system_one_request
-from memorybook.replay import explain_miss
+from memorybook.replay import explain_miss, mark_as_the_collection
 
 # The collection's recording, as notebook 1 finds it from notebooks/: json_cache/ one folder up
 NOTEBOOK_1_CACHE = Path("../json_cache/json_cache.json")
@@ -40,6 +43,7 @@ def load_ipython_extension(shell) -> None:
     reason = replay_only_reason()
     if reason is not None and reason.startswith("CI"):
         os.environ.pop(API_KEY_ENV, None)  # notebook 1 then builds no client at all
+    mark_as_the_collection()
 
     def show_explained(shell, exc_type, error, traceback, tb_offset=None):
         explained = explanation(shell, error, traceback, reason or f"{API_KEY_ENV} is not set")
@@ -121,10 +125,23 @@ def explanation(shell, error: BaseException, traceback: TracebackType | None,
             threshold = shell.user_ns.get("REMEMBER_AT")  # notebook 1's own setting
             if isinstance(threshold, int | float):
                 miss.name_threshold(threshold)
-            return miss
+            return as_the_pages(shell, error, miss)
     if isinstance(error, ValueError):  # JSONDecodeError, or pydantic's ValidationError
         return damaged_recording(shell, frames)
     return None
+
+
+def as_the_pages(shell, error: BaseException, miss: Exception) -> Exception:
+    """The full explanation as an instance of notebook 1's own NotInCacheError when that is what
+    its code raised, so that a reader sees the class of the code they copy; else the library's
+    RecordingMissError."""
+    pages = shell.user_ns.get("NotInCacheError")
+    if isinstance(pages, type) and isinstance(error, pages):
+        try:
+            return pages(str(miss))
+        except Exception:  # a class of the reader's that is not made from a message
+            return miss
+    return miss
 
 
 def frames_of(traceback: TracebackType | None) -> list:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import tools.record
 from memorybook.config import RECORDING_PATH, REPO_ROOT, shown_path
+from memorybook.replay import mark_as_the_collection
 from tools.ctrl_c import how_stopped, stop_as_on_ctrl_c, stop_status
 from tools.record.accept import accept, replay_check
 from tools.record.dry_run import dry_run
@@ -19,6 +20,7 @@ RECORDED_NOTEBOOKS = REPO_ROOT / "build" / "recorded"
 
 def main(argv: list[str] | None = None) -> int:
     stop_as_on_ctrl_c()  # from here on, `stop` explains Ctrl-C, SIGTERM and SIGHUP
+    mark_as_the_collection()  # a miss here is the collection's: `make record` records it
     parser = argparse.ArgumentParser(prog="python -m tools.record",
                                      description=tools.record.__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="list what would go live")

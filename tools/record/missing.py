@@ -27,7 +27,7 @@ from memorybook.config import (
     shown_path,
 )
 from memorybook.recording import RecordingError
-from memorybook.replay import RECORD_STEPS
+from memorybook.replay import RECORD_STEPS, mark_as_the_collection
 
 
 @dataclass
@@ -123,6 +123,7 @@ def _tokens_per_byte() -> float:
 
 if __name__ == "__main__":
     os.environ.pop(API_KEY_ENV, None)  # never sends: a miss is noted, not asked
+    mark_as_the_collection()  # a miss here is the collection's: `make record` records it
     try:
         replayed = _replay_every_call()
     except RecordingError as error:  # the file itself: its message says what is wrong
