@@ -111,10 +111,10 @@ class Unavailable(Problem):
     """503: the store failed or timed out; the request waited longer than a live call may take
     for its customer's earlier calls or for a request to Jev to end (try again); or (replaying
     without a key) Jev's answer is not in the recording: then what was missing, its likely
-    causes and how to record it."""
+    causes and how to answer it (run the service live)."""
 
     likely_causes: list[str] | None = None
-    how_to_record: str | None = None
+    how_to_answer: str | None = None
 
 
 class Memory(BaseModel):

@@ -1102,7 +1102,7 @@ def test_a_misss_503_is_one_line_each_whatever_the_ticket_id_holds(tmp_path):
     state = ticket(ticket_id="T-1\nsecond line\u2028third")
     answer = talk(app, lambda http: http.post("/tickets", json=state))
     body = answer.json()
-    said = [body["detail"], *body["likely_causes"], body["how_to_record"]]
+    said = [body["detail"], *body["likely_causes"], body["how_to_answer"]]
     assert answer.status_code == 503 and all(len(text.splitlines()) == 1 for text in said), (
         "each line of a miss's 503 must be one line, whatever the ticket's id holds "
         f"(routing_failed() in memorybook/service/failures.py, through flat()): {said}")

@@ -345,16 +345,12 @@ def test_the_service_answers_422_for_a_bad_body_and_503_for_a_miss_sending_nothi
     assert missed.status_code == 503, missed.text
     body = missed.json()
     assert "T-999" in body["detail"] and "Nothing was sent" in body["detail"], body
-    assert body["likely_causes"] and "TYPESAFE_API_KEY" in body["how_to_record"], body
-    assert "make record" not in body["how_to_record"], (
-        "`make record` records the notebooks' calls, never a service's: a miss outside the "
-        "collection's notebooks and tools must not name it (how_to_record() in "
-        f"memorybook/replay.py): {body['how_to_record']}")
-    if recording == "the app's own":
-        assert str(own) in body["how_to_record"], (
-            "the 503 for an app's own recording must name that file and record mode "
-            f"(how_to_record() in memorybook/replay.py): {body['how_to_record']}")
-        assert "MEMORYBOOK_RECORD_MODE=record" in body["how_to_record"], body["how_to_record"]
+    how = body["how_to_answer"]
+    assert body["likely_causes"] and "run the service live" in how and "TYPESAFE_API_KEY" in how, (
+        "a service never records (a start in record mode is refused), so its miss says how to "
+        f"run it live (how_to_serve_live() in memorybook/replay.py, routing_failed() in "
+        f"memorybook/service/failures.py): {body}")
+    assert "make record" not in how and "MEMORYBOOK_RECORD_MODE=record" not in how, how
     assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING, "the committed recording changed"
 
 

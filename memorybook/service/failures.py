@@ -77,7 +77,7 @@ def routing_failed(error: Exception, state: dict) -> JSONResponse:
                     "nothing was sent", ticket, customer)
         return JSONResponse({"detail": flat(error.summary),
                              "likely_causes": [flat(reason) for reason in error.reasons],
-                             "how_to_record": flat(error.how_to_record)}, status_code=503)
+                             "how_to_answer": flat(error.how_to_serve_live)}, status_code=503)
     if isinstance(error, RecordingError):  # its answer damaged, say
         log.error("routing ticket %s of customer %s failed: %s", ticket, customer,
                   one_line(error.logged))  # by ids, no words
