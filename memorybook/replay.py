@@ -228,12 +228,24 @@ def likely_reasons(state, questions: dict, model: str | None,
     ours = {"model": model, "state": state, "questions": questions}
     closest = min(alike, key=lambda request: len(differences(ours, request)))
     found = differences(ours, closest)
+    if not found:  # equal values, other JSON text: the keys come in another order
+        return ["This call holds what a recorded one does, its keys in another order: an "
+                "answer is filed under the exact JSON of its request, so send the keys in the "
+                f"recorded order ({_order_of(closest['state'])})."]
     reasons = [_explain(path, mine, theirs, earlier)
                for path, mine, theirs in found[:REASONS_SHOWN]]
     if len(found) > REASONS_SHOWN:
         reasons.append(f"And {len(found) - REASONS_SHOWN:,} more differences from the recorded "
                        "call.")
     return reasons
+
+
+def _order_of(value, depth: int = 2) -> str:
+    """A JSON object's keys in order, those of its objects in brackets, `depth` levels down."""
+    if not isinstance(value, dict) or depth == 0:
+        return ""
+    return ", ".join(f"{key} [{inner}]" if (inner := _order_of(item, depth - 1)) else key
+                     for key, item in value.items())
 
 
 def differences(ours, theirs, path: str = "") -> list[tuple[str, object, object]]:

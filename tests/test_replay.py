@@ -358,3 +358,15 @@ def test_a_miss_shows_its_link_once_in_a_plain_traceback(tmp_path):
     assert "make record" not in ran.stderr and "MEMORYBOOK_RECORD_MODE=record" in ran.stderr, (
         "a script of an app's own, in its own folder with the collection's environment, must be "
         f"told to record into its own recording, not `make record`:\n{ran.stderr[-1500:]}")
+
+
+def test_a_call_that_differs_only_in_its_keys_order_is_told_the_recorded_order(monkeypatch):
+    fresh_jev(monkeypatch)
+    sorted_keys = json.loads(json.dumps(EARLIER[0], sort_keys=True))
+    with pytest.raises(RecordingMissError) as missed:
+        example_ask(sorted_keys, ROUTE)
+    assert missed.value.reasons and "another order" in missed.value.reasons[0] and (
+        "customer [id, company]" in missed.value.reasons[0]), (
+        "a state equal to a recorded one but for its keys' order must be told so, and the "
+        "recorded order (likely_reasons() in memorybook/replay.py), not given no reason: "
+        f"{missed.value.reasons}")

@@ -926,6 +926,46 @@ def test_the_openapi_schema_types_every_body_and_lists_every_status(tmp_path):
     assert RULE in customer["description"] and customer["pattern"], customer
 
 
+def request_examples(schema: dict) -> list[tuple[str, str, object]]:
+    """(method, path, body) for every request example the schema gives: a request body's own
+    (`example`, `examples`) and its schema's (`examples` of the component it names)."""
+    found = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                bodies = [media["example"]] if "example" in media else []
+                bodies += [example["value"] for example in media.get("examples", {}).values()]
+                named = media.get("schema", {}).get("$ref", "").rpartition("/")[2]
+                bodies += schema["components"]["schemas"].get(named, {}).get("examples", [])
+                found += [(method, path, body) for body in bodies]
+    return found
+
+
+def test_every_request_example_in_the_schema_is_answered_as_make_serve_answers_it(
+        tmp_path, caplog):
+    app = create_app(f"sqlite:///{tmp_path / 'fresh.sqlite3'}")  # no key: the recording's answers
+
+    async def requests(http):
+        schema = (await http.get("/openapi.json")).json()
+        examples = request_examples(schema)
+        answers = [await http.request(method.upper(), path, json=body)
+                   for method, path, body in examples]
+        await app.state.memory.gates.drain()
+        return examples, answers
+
+    with caplog.at_level(logging.WARNING, logger="memorybook"):
+        examples, answers = talk(app, requests)
+    assert examples, "the schema gives POST /tickets an example (TICKET_EXAMPLE, " \
+        "memorybook/service_models.py)"
+    for (method, path, _), answer in zip(examples, answers, strict=True):
+        assert answer.is_success, (
+            f"{method.upper()} {path} with its example from /openapi.json was answered "
+            f"{answer.status_code} {answer.text[:400]}: an example must be a call the recording "
+            "answers, its keys in the recorded order (TICKET_EXAMPLE in "
+            "memorybook/service_models.py)")
+    assert not caplog.records, f"the example's gate failed: {caplog.text}"
+
+
 def test_the_token_is_in_the_schema_when_set(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMORYBOOK_SERVICE_TOKEN", TOKEN)
     app, _ = service(tmp_path)

@@ -23,6 +23,7 @@ from memorybook.service_models import (
     DAMAGED,
     GUARD_ANSWERS,
     NOT_REMEMBERED,
+    TICKET_EXAMPLE,
     CustomerHistory,
     CustomerMemories,
     Erased,
@@ -57,7 +58,8 @@ router = APIRouter()
                               "description": "Jev's routing answer, before the gate."},
                         **GUARD_ANSWERS, **BODY_ANSWERS, 409: DAMAGED},
              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                 "schema": {"$ref": "#/components/schemas/TicketState"}}}}})
+                 "schema": {"$ref": "#/components/schemas/TicketState"},
+                 "example": TICKET_EXAMPLE}}}})
 async def route_ticket(request: Request, memory: HeldMemory,
                        questions: Questions) -> JSONResponse:
     state = await read_ticket_state(request)  # read here: its errors are the service's own
