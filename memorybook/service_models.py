@@ -182,7 +182,7 @@ DAMAGED = {"model": Problem, "description": "A memory of the customer's was chan
            "ticket when the store can read that. Erasing that ticket's memories, or the "
            "customer's, serves the customer again."}
 NOT_REMEMBERED = {"model": Problem, "description": "The customer has no memory of that ticket "
-                  "(ids are matched exactly, case and spaces included); nothing was erased."}
+                  "(ids are matched exactly, case and spaces included); nothing was done."}
 BODY_ANSWERS = {
     413: {"model": Problem, "description": "The body is larger than MEMORYBOOK_MAX_BODY_BYTES "
           "(1,000,000 by default)."},

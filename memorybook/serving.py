@@ -147,9 +147,12 @@ class AsyncMemory:
             ask_gate=self._ask_gate, remember_at=self.remember_at,
             wait_at_most=self.wait_at_most)
 
-    async def memories(self, customer_id: str) -> list[dict]:
-        """The customer's memories, oldest first, once their pending gates have run."""
-        return await self._in_turn(self._store().recall, customer_id)
+    async def memories(self, customer_id: str, ticket_id: str | None = None) -> list[dict]:
+        """The customer's memories (of `ticket_id` alone, if given), oldest first, once their
+        pending gates have run."""
+        if ticket_id is None:
+            return await self._in_turn(self._store().recall, customer_id)
+        return await self._in_turn(self._store().recall_ticket, customer_id, ticket_id)
 
     async def history(self, customer_id: str) -> list[HistoryEvent]:
         """What happened to the customer's memories, oldest first: events, never content."""
@@ -255,8 +258,8 @@ class Memory:
         """ask(), plus the customer's memory: the same arguments and response."""
         return self._run(self.running.ask(state, questions))
 
-    def memories(self, customer_id: str) -> list[dict]:
-        return self._run(self.running.memories(customer_id))
+    def memories(self, customer_id: str, ticket_id: str | None = None) -> list[dict]:
+        return self._run(self.running.memories(customer_id, ticket_id))
 
     def history(self, customer_id: str) -> list[HistoryEvent]:
         return self._run(self.running.history(customer_id))

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -898,23 +899,42 @@ STATUSES = {"/tickets": {"post": {"200", "400", "401", "403", "409", "413", "415
                                                        "422", "503"},
                                                "delete": {"200", "400", "401", "403", "413", "422",
                                                           "503"}},
-            "/customers/{customer}/memories/{ticket}": {"delete": {"200", "400", "401", "403",
+            "/customers/{customer}/memories/{ticket}": {"get": {"200", "400", "401", "403",
+                                                               "404", "409", "413", "422", "503"},
+                                                       "delete": {"200", "400", "401", "403",
                                                                   "404", "413", "422", "503"}},
             "/customers/{customer}/history": {"get": {"200", "400", "401", "403", "413", "422",
                                                       "503"}},
             "/health": {"get": {"200", "413"}}}
 
 
+def where_statuses_are() -> str:
+    """This file and the line of STATUSES, for a failure to name."""
+    lines = Path(__file__).read_text(encoding="utf-8").splitlines()
+    line = next(number for number, text in enumerate(lines, 1) if text.startswith("STATUSES = "))
+    return f"tests/test_service_http.py:{line}"
+
+
 def test_the_openapi_schema_types_every_body_and_lists_every_status(tmp_path):
     app, _ = service(tmp_path)
     schema = talk(app, lambda http: http.get("/openapi.json")).json()
-    operations = {path: set(methods) for path, methods in schema["paths"].items()}
-    assert operations == {path: set(methods) for path, methods in STATUSES.items()}, operations
+    found = {(path, method) for path, methods in schema["paths"].items() for method in methods}
+    listed = {(path, method) for path, methods in STATUSES.items() for method in methods}
+    for path, method in sorted(found - listed):
+        statuses = sorted(schema["paths"][path][method]["responses"])
+        pytest.fail(f"{method.upper()} {path} is a route of the service (memorybook/service/"
+                    f"routes.py) that STATUSES, at {where_statuses_are()}, does not list: add "
+                    f"it there with every status it answers (its schema lists {statuses})")
+    assert found == listed, (
+        f"STATUSES ({where_statuses_are()}) lists {sorted(listed - found)}, which the service "
+        "(memorybook/service/routes.py) no longer has: remove them there")
     for path, methods in STATUSES.items():
         for method, statuses in methods.items():
             responses = schema["paths"][path][method]["responses"]
             assert set(responses) == statuses, (
-                f"{method.upper()} {path} documents {sorted(responses)}, not {sorted(statuses)}")
+                f"{method.upper()} {path} documents {sorted(responses)}, not {sorted(statuses)}: "
+                f"list each status the route answers in its `responses=` (memorybook/service/"
+                f"routes.py) and in STATUSES ({where_statuses_are()})")
             for status, response in responses.items():
                 assert "$ref" in response["content"]["application/json"]["schema"], (
                     f"{method.upper()} {path}'s {status} has no model")
@@ -1238,3 +1258,22 @@ def test_delete_of_one_tickets_memory_erases_it_alone_a_damaged_one_too(tmp_path
     assert forgotten.json() == {"erased": 1} and after.json()["memories"] == [], (
         "DELETE of a damaged memory's ticket must erase it, so that an HTTP client can give its "
         f"customer back their memories: {forgotten.text} {after.text}")
+
+
+def test_get_of_one_tickets_memories_lists_them_alone(tmp_path):
+    app, _ = service(tmp_path)
+
+    async def requests(http):
+        for ticket_id in ("T-901", "T-902"):
+            await http.post("/tickets", json=ticket(ticket_id=ticket_id))
+        return [await http.get("/customers/C-1042/memories/T-902"),
+                await http.get("/customers/C-1042/memories/T-999"),
+                await http.head("/customers/C-1042/memories/T-902")]
+
+    one, none, head = talk(app, requests)
+    assert one.status_code == 200 and [
+        memory["request"]["ticket"]["id"] for memory in one.json()["memories"]] == ["T-902"], (
+        f"GET of one ticket's memories must list that ticket's alone (memories_of_ticket() in "
+        f"memorybook/service/routes.py, recall_ticket() in the store): {one.text}")
+    assert "T-999" in one_line(none, 404, "a ticket the customer has no memory of")
+    assert head.status_code == 200 and head.content == b""

@@ -5,8 +5,8 @@
 
 `POST /tickets` takes a ticket's state (customer, ticket) and returns the routing response
 before the gate; `GET /customers/{id}/memories` lists a customer's memories once their pending
-gates have finished; `DELETE` erases them, and `DELETE /customers/{id}/memories/{ticket}` those
-of one ticket (a damaged one too); `GET /customers/{id}/history` lists what happened to them
+gates have finished, `GET /customers/{id}/memories/{ticket}` those of one ticket; `DELETE`
+erases them, of the customer or of one ticket (a damaged one too); `GET /customers/{id}/history` lists what happened to them
 (events, never content); `GET /health` answers a load balancer's probe. Each route is a call on
 the app's AsyncMemory (memorybook/serving.py), which an app of its own holds the same way: it
 starts and stops with the service, keeps each customer's calls in order (across processes on

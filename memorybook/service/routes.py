@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Request
 from fastapi.responses import JSONResponse
 from typesafe_sdk import SystemOneResponse
 
@@ -48,7 +48,7 @@ HeldMemory = Annotated[AsyncMemory, Depends(held_memory)]
 Questions = Annotated[dict, Depends(questions_asked)]
 CustomerInPath = Annotated[str, Path(pattern=CUSTOMER_ID_PATTERN, description=CUSTOMER_ID_RULE)]
 TicketInPath = Annotated[str, Path(pattern=NOT_BLANK_PATTERN, description=(
-    "The id of the ticket whose memories go, as POST /tickets had it: not blank."))]
+    "The id of the ticket whose memories are meant, as POST /tickets had it: not blank."))]
 
 router = APIRouter()
 
@@ -81,6 +81,17 @@ async def memories_of(customer: CustomerInPath, memory: HeldMemory) -> dict:
 async def erase(customer: CustomerInPath, memory: HeldMemory) -> dict:
     erased = await answered(memory.forget_customer(customer))
     return {"erased": len(erased) + getattr(erased, "unreadable", 0)}
+
+
+@router.get("/customers/{customer}/memories/{ticket:path}", response_model=CustomerMemories,
+            response_model_exclude_unset=True,
+            responses={**GUARD_ANSWERS, 404: NOT_REMEMBERED, 409: DAMAGED})
+async def memories_of_ticket(customer: CustomerInPath, ticket: TicketInPath,
+                             memory: HeldMemory) -> dict:
+    saved = await answered(memory.memories(customer, ticket))
+    if not saved:
+        raise HTTPException(404, f"customer {customer} has no memory of ticket {shown(ticket)}.")
+    return {"customer_id": customer, "memories": saved}
 
 
 @router.delete("/customers/{customer}/memories/{ticket:path}", response_model=Erased,
