@@ -6,14 +6,15 @@
 `POST /tickets` takes a ticket's state (customer, ticket) and returns the routing response
 before the gate; `GET /customers/{id}/memories` lists a customer's memories once their pending
 gates have finished, `GET /customers/{id}/memories/{ticket}` those of one ticket; `DELETE`
-erases them, of the customer or of one ticket (a damaged one too); `GET /customers/{id}/history` lists what happened to them
-(events, never content); `GET /health` answers a load balancer's probe. Each route is a call on
-the app's AsyncMemory (memorybook/serving.py), which an app of its own holds the same way: it
-starts and stops with the service, keeps each customer's calls in order (across processes on
-PostgreSQL), records each gate in the store before its reply (one left by a process that died
-runs in the next one up), and sweeps expired memories. The package: app.py (create_app()),
-routes.py, failures.py (errors as answers); every request passes the guard first
-(memorybook/service_guard.py); the contract, the id rule and every status answered are in
+erases them, of the customer or of one ticket (a damaged one too); `GET
+/customers/{id}/history` lists what happened to them (events, never content); `GET /health`
+answers a load balancer's probe. Each route is a call on the app's AsyncMemory
+(memorybook/serving.py), which an app of its own holds the same way: it starts and stops with
+the service, keeps each customer's calls in order (across processes on PostgreSQL), records each
+gate in the store before its reply (one left by a process that died runs in the next one up),
+and sweeps expired memories. The package: app.py (create_app()), routes.py, failures.py (errors
+as answers); every request passes the guard first (memorybook/service_guard.py); the contract,
+the id rule and every status answered are in
 memorybook/service_models.py and `/openapi.json`.
 
 Running it. The environment sets it up: TYPESAFE_API_KEY (none: replay only) and
