@@ -1,8 +1,9 @@
 """MadeUpJev (memorybook/stand_in.py): its docstring's example runs as written; it answers each
 question as the test programmed it (a fixed answer, a function of the state, or the first form's
-one function for every question), in whole SDK responses, marked as made up wherever they show;
-a question not programmed, or answered with what does not fit it, is refused at once, naming the
-question and how to answer it."""
+one function for every question), in whole SDK responses, marked as made up wherever they show,
+through its `ask`, its `ask_async` or itself where the library takes a Jev; a question not
+programmed, or answered with what does not fit it, is refused at once, naming the question and
+how to answer it."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from typesafe_sdk import Box, Choice, Noul, Score, SystemOneResponse
 
 import memorybook.stand_in
 from memorybook import (
+    AsyncMemory,
     InMemoryMemories,
     Jev,
     MadeUpAnswerError,
     MadeUpJev,
+    Memory,
     MemorybookError,
     PendingGates,
     QuestionsError,
@@ -87,6 +90,29 @@ def test_a_stand_in_answers_each_question_as_programmed_from_the_state(make, way
     assert (routed, kept) == (["selfhosted_linux", "selfhosted_linux"], ["T-1"]), (
         f"MadeUpJev.{way} (memorybook/stand_in.py) must answer each question as the test "
         f"programmed it, from the state it is asked about: routed {routed}, kept {kept}")
+
+
+@pytest.mark.parametrize("kind", ["Memory", "AsyncMemory"])
+def test_the_stand_in_goes_whole_where_the_library_takes_a_jev(kind):
+    jev = MadeUpJev({"team": lambda state: "selfhosted_linux" if linux(state) else "general",
+                     "remember": lambda state: 0.9 if linux(state["request"]) else 0.1})
+    tickets = [{"customer": {"id": "C-7"}, "ticket": {"id": ticket, "text": text}}
+               for ticket, text in [("T-1", "We run Linux."), ("T-2", "Backups fail.")]]
+    if kind == "Memory":
+        with Memory(InMemoryMemories(), ask=jev) as memory:
+            routed = [memory.ask(state, ROUTE).answers["team"].choice for state in tickets]
+            kept = memory.memories("C-7")
+    else:
+        async def served() -> tuple[list[str], list[dict]]:
+            async with AsyncMemory(InMemoryMemories(), ask=jev) as memory:
+                routed = [(await memory.ask(state, ROUTE)).answers["team"].choice
+                          for state in tickets]
+                return routed, await memory.memories("C-7")
+        routed, kept = asyncio.run(served())
+    kept = [ticket_id_of(memory) for memory in kept]
+    assert (routed, kept) == (["selfhosted_linux", "selfhosted_linux"], ["T-1"]), (
+        f"{kind}(ask=MadeUpJev(...)) must ask the stand-in as it asks a Jev, its ask_async "
+        f"(memorybook/serving.py, asking()): routed {routed}, kept {kept}")
 
 
 def test_an_answer_programmed_for_a_question_comes_before_the_first_forms_function():
