@@ -13,7 +13,7 @@ answered with its probability, a Choice with one of its options, a Score with on
 Its responses are the SDK's, whole (model, usage, answers), and say they are made up: the model
 "made-up-stand-in", and MadeUp in the class name every repr of them shows. Nothing it answers is
 written to a recording. Pass `jev.ask` or `jev.ask_async` wherever an `ask` is taken, or the
-stand-in itself where an app takes an object with both. In pytest, memorybook.testing's
+stand-in itself where a Jev is (`Memory(store, ask=jev)`). In pytest, memorybook.testing's
 `made_up_jev` fixture gives one for each test. `MadeUpJev(function)`, where
 `function(state, questions)` returns an answer for each question asked, works as before.
 """
