@@ -34,12 +34,14 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
     CustomerTurns(url=None, *, at_most=TURNS_AT_ONCE, store=None, **options)
                                           ... and across processes sharing a PostgreSQL
                                           store, on at most `at_most` connections
-    MadeUpJev(answer)                     a stand-in for Jev in unit tests
+    MadeUpJev(answers=None)               a stand-in for Jev in tests: .answer(question_id,
+                                          answer) programs each question; .ask, .ask_async
     service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
                        store_options=None, questions=ROUTE)
                                           the FastAPI service (the `service` extra);
                                           its settings: memorybook/service_settings.py
-    testing                               pytest fixtures: replay an app's recording, record it
+    testing                               pytest fixtures: replay an app's recording, record it;
+                                          made_up_jev, a MadeUpJev for each test
     MemorybookError                       the root of every error above; each is exported here
                                           (StateError: a state ask_with_memory() cannot
                                           take; StoreInputError where no store would keep

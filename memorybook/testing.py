@@ -18,18 +18,26 @@ record what the tests need, once, with a key and outside CI:
     MEMORYBOOK_RECORD_MODE=record TYPESAFE_API_KEY=... pytest
 
 Each call the recording lacks is then asked live and its answer appended to the recording; commit
-it. For unit tests that need no answer of Jev's, use memorybook.stand_in.MadeUpJev.
+it. For tickets of the app's own, which no recording answers, the `made_up_jev` fixture gives a
+stand-in the test programs (memorybook/stand_in.py), with no key and no recording:
+
+    def test_an_invoice_goes_to_billing(made_up_jev):
+        made_up_jev.answer("team", "billing").answer("remember", 0.1)
+        response = ask_with_memory(state, ROUTE, memories, ask=made_up_jev.ask)
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from memorybook.config import RECORD_MODE_ENV, RECORDING_ENV, ConfigError
 from memorybook.jev import Jev, Mode
+from memorybook.stand_in import MadeUpAnswerError, MadeUpJev
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +65,33 @@ def jev(jev_recording: Path) -> Jev:
         return Jev(jev_recording, mode=requested)
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
+
+
+@pytest.fixture
+def made_up_jev() -> Iterator[MadeUpJev]:
+    """A MadeUpJev for one test, with nothing programmed: the test answers each question its
+    code asks, `made_up_jev.answer("team", "billing")`, or the call fails at once, naming the
+    question and how to program it. A refusal that the code under test caught (the async
+    wrapper logs a failed gate and carries on) fails the test at its teardown; a test that
+    expects one empties `made_up_jev.refusals`."""
+    stand_in = MadeUpJev()
+    yield stand_in
+    # pytest keeps the test's own failure in sys.last_value: a refusal that failed the test is
+    # not said twice.
+    failed = getattr(sys, "last_value", None)
+    caught = [refusal for refusal in stand_in.refusals if not _behind(failed, refusal)]
+    if caught:
+        more = f" (and {len(caught) - 1} more)" if len(caught) > 1 else ""
+        pytest.fail(f"made_up_jev refused a call that the code under test caught{more}: "
+                    f"{caught[0]}", pytrace=False)
+
+
+def _behind(error: BaseException | None, refusal: MadeUpAnswerError) -> bool:
+    """Whether `refusal` is `error`, or what it was raised from or while handling."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if error is refusal:
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
