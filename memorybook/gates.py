@@ -6,9 +6,10 @@ and gives it back when its gate has finished, so no call misses a memory an earl
 to save, and other customers never wait. With `turns` (memorybook.store.turns.CustomerTurns), the
 turn is held across processes sharing a PostgreSQL store too; a SQLite store keeps the order
 within one process only, so an app serving one holds `store.serving_alone()` while it serves, as
-memorybook/service.py does, and a second process is refused. A read or an erasure takes the turn
-as a call does (`turn()`). `drain()` waits for every pending gate, for a graceful stop. A wait
-for a turn may be bounded (`at_most`): past it, WaitedTooLong, and the call goes no further.
+AsyncMemory does (memorybook/serving.py), and a second process is refused. A read or an erasure
+takes the turn as a call does (`turn()`). `drain()` waits for every pending gate, for a graceful
+stop. A wait for a turn may be bounded (`at_most`): past it, WaitedTooLong, and the call goes no
+further.
 """
 
 from __future__ import annotations

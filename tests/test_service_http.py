@@ -751,8 +751,8 @@ def test_the_service_serves_a_sqlite_store_alone_and_will_not_start_beside_anoth
     with pytest.raises(MemoryStoreError, match="Another process serves"):
         talk(service(tmp_path)[0], requests)
     assert closed == [tmp_path / "store.sqlite3"], (
-        "a service refused its store must close the store it opened (lifespan, memorybook/"
-        "service.py)")
+        "a service refused its store must close the store it opened (AsyncMemory.start(), "
+        "memorybook/serving.py)")
 
 
 @pytest.mark.parametrize("setting", ["MEMORYBOOK_SERVICE_TOKEN=short",

@@ -193,7 +193,7 @@ def test_an_owner_gone_is_never_taken_for_alive_while_another_process_claims_its
 ) -> None:
     # Two replicas that look for abandoned gates at once: the one that looks while the other is
     # claiming must wait its turn and find the owner gone, or it leaves the gates it listed for
-    # its next look (30 s later in the service: memorybook/service.py).
+    # its next look (30 s later in an AsyncMemory: memorybook/serving.py).
     from memorybook.store import lock_file
 
     database, owner, leaving = tmp_path / "memories.sqlite3", os.urandom(16), tmp_path / "left"
