@@ -151,7 +151,7 @@ serve: $(INSTALLED) ## Run notebook 9's web service on 127.0.0.1:$PORT (8000); C
 # and Material print a notice of their end of life (2027) at every start, silenced here; the choice
 # is explained in CONTRIBUTING.md.
 site: $(INSTALLED) ## Build the static site into site/ from the committed notebooks; fails on a broken link
-	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build
 	@echo "make site: open site/index.html (the notebooks, the reference, nothing re-run)"
 
 # What a release publishes (.github/workflows/release.yml), checked as PyPI reads it

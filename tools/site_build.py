@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import html
+import logging
 import posixpath
 import re
 import tomllib
@@ -51,6 +52,8 @@ CSS_FROM_ELSEWHERE = re.compile(r"(?:url\(\s*['\"]?|@import\s+['\"])(?:https?:)?
 
 
 def on_config(config):
+    # mkdocs-jupyter says at INFO level which notebook it converts or takes from its cache
+    logging.getLogger("mkdocs.plugins.mkdocs_jupyter").setLevel(logging.WARNING)
     version = library_version()
     config.extra["memorybook_version"] = version
     config.copyright = f"This site documents memorybook {version}."
@@ -177,7 +180,7 @@ def reference_page(config) -> str:
         "shows them at work.", "",
     ]
     module = None
-    for name, path in public_names():
+    for _, path in public_names():
         if path.rsplit(".", 1)[0] != module:
             module = path.rsplit(".", 1)[0]
             lines += [f"## `{module}`", ""]
@@ -358,7 +361,7 @@ def site_problems(site: Path, sources: dict[str, str]) -> list[str]:
     for path, page in pages.items():
         where = path.relative_to(site).as_posix()
         named = f"{sources[where]} ({where})" if where in sources else where
-        for tag, attribute, value in page.refs:
+        for tag, _, value in page.refs:
             problem = ref_problem(site, path, pages, tag, value.strip())
             if problem:
                 problems.append(f"{named}: {problem}")
