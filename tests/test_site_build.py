@@ -6,10 +6,13 @@ itself in Chromium."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -159,3 +162,29 @@ def test_a_broken_site_fails_the_build_naming_each_file(tmp_path):
 @pytest.mark.parametrize("name", ["README.md", "CONTRIBUTING.md", "CHANGELOG.md"])
 def test_the_pages_from_the_top_of_the_repository_exist(name):
     assert (REPO_ROOT / name).is_file(), f"the site takes {name} from the repository's top"
+
+
+def test_the_weekly_link_check_names_each_failing_address_and_its_pages(tmp_path):
+    from tools import site_links
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    served = tmp_path / "served"
+    write(served / "here.html", "here")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=served))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        there = f"http://127.0.0.1:{server.server_address[1]}"
+        write(tmp_path / "site" / "index.html",
+              f'<a href="{there}/here.html#part">ok</a><a href="{there}/gone.html">x</a>'
+              '<a href="other.html">within the site: make site checks it</a>')
+        write(tmp_path / "site" / "notebooks" / "01.html", f'<a href="{there}/gone.html#a">x</a>')
+        assert site_links.broken_links(tmp_path / "site") == [
+            f"{there}/gone.html: 404 (on index.html, notebooks/01.html)"]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

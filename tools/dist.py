@@ -24,7 +24,7 @@ class DistError(Exception):
 
 
 def build(out: Path, source: Path = REPO_ROOT) -> tuple[Path, Path]:
-    """Build and check the sdist and the wheel of `source` into `out`; return both paths."""
+    """Build the sdist of `source` into `out`, then the wheel from it; return both paths."""
     out.mkdir(parents=True, exist_ok=True)
     for pattern in BUILT:
         for old in out.glob(pattern):
@@ -32,8 +32,12 @@ def build(out: Path, source: Path = REPO_ROOT) -> tuple[Path, Path]:
     run("uv build", [str(TOOLS / "uv"), "build", "--quiet", "--out-dir", str(out), str(source)])
     [sdist] = out.glob(BUILT[0])
     [wheel] = out.glob(BUILT[1])
-    run("twine check", [str(TOOLS / "twine"), "check", "--strict", str(sdist), str(wheel)])
     return sdist, wheel
+
+
+def check(*paths: Path) -> None:
+    """twine's check of what PyPI will read: metadata, and the README rendered."""
+    run("twine check", [str(TOOLS / "twine"), "check", "--strict", *map(str, paths)])
 
 
 def run(what: str, command: list[str]) -> None:
@@ -49,6 +53,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         built = build(Path(argv[0]), Path(argv[1]) if len(argv) == 2 else REPO_ROOT)
+        check(*built)
     except DistError as error:
         print(error, file=sys.stderr)
         return 1

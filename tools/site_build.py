@@ -39,6 +39,9 @@ REFERENCE = "reference.md"
 LOADING = {("img", "src"), ("script", "src"), ("link", "href"), ("iframe", "src"),
            ("source", "src"), ("video", "src"), ("audio", "src"), ("embed", "src"),
            ("object", "data")}
+# A <link> with one of these loads what it names, or connects to its host
+LOADING_RELS = {"stylesheet", "icon", "preload", "prefetch", "modulepreload", "manifest",
+                "preconnect", "dns-prefetch", "apple-touch-icon", "mask-icon"}
 # nbconvert's template puts MathJax (from a CDN, or from src="" when mkdocs-jupyter gives no
 # address: the page itself, read as a script) and Mermaid (imported from a CDN) on every notebook
 # page. No notebook here has math or a diagram: the site leaves these scripts out, and the checks
@@ -124,7 +127,8 @@ def on_post_build(config):
     from mkdocs.exceptions import PluginError
 
     site = Path(config.site_dir)
-    problems = site_problems(site, _state.get("written", {}))
+    root = urlsplit(config.site_url or "/").path or "/"
+    problems = site_problems(site, _state.get("written", {}), root)
     problems += notebook_problems(REPO_ROOT, _state.get("sources", set()))
     problems += reference_problems(site / "reference.html", reference_targets(config))
     if problems:
@@ -332,6 +336,8 @@ class _PageParser(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self.in_script = tag == "script"
+        if tag == "link" and not LOADING_RELS & set((dict(attrs).get("rel") or "").split()):
+            tag = "a"  # rel="canonical", "next"...: an address, nothing loaded
         for name, value in attrs:
             if name in ("id", "name") and value:
                 self.ids.add(value)
@@ -352,17 +358,18 @@ def read_page(path: Path) -> _PageParser:
     return parser
 
 
-def site_problems(site: Path, sources: dict[str, str]) -> list[str]:
+def site_problems(site: Path, sources: dict[str, str], root: str = "/") -> list[str]:
     """What is wrong with the built site: links and images leading nowhere (anchors included),
     and anything a page or a style sheet loads from another host. Each problem names the page's
-    source (`sources`: the site's path of each page -> its file) and the link."""
+    source (`sources`: the site's path of each page -> its file) and the link. An address
+    starting with / starts at `root`, the path of the site's address (mkdocs.yml's site_url)."""
     problems = []
     pages = {path: read_page(path) for path in sorted(site.rglob("*.html"))}
     for path, page in pages.items():
         where = path.relative_to(site).as_posix()
         named = f"{sources[where]} ({where})" if where in sources else where
         for tag, _, value in page.refs:
-            problem = ref_problem(site, path, pages, tag, value.strip())
+            problem = ref_problem(site, path, pages, tag, value.strip(), root)
             if problem:
                 problems.append(f"{named}: {problem}")
     for sheet in sorted(site.rglob("*.css")):
@@ -371,7 +378,8 @@ def site_problems(site: Path, sources: dict[str, str]) -> list[str]:
     return problems
 
 
-def ref_problem(site: Path, page: Path, pages: dict, tag: str, value: str) -> str | None:
+def ref_problem(site: Path, page: Path, pages: dict, tag: str, value: str,
+                root: str = "/") -> str | None:
     parts = urlsplit(value)
     loads = tag != "a"
     if parts.scheme in ("data", "mailto", "tel", "blob"):
@@ -383,8 +391,12 @@ def ref_problem(site: Path, page: Path, pages: dict, tag: str, value: str) -> st
         return f'<{tag}> with an empty address, which loads the page itself'
     if not parts.path:  # #anchor in the page itself
         return anchor_problem(pages.get(page), parts.fragment, value, page.name)
-    base = site if parts.path.startswith("/") else page.parent
-    target = (base / unquote(parts.path.lstrip("/"))).resolve()
+    path = unquote(parts.path)
+    if path.startswith("/"):
+        base, path = site, (path[len(root):] if path.startswith(root) else "/nowhere" + path)
+    else:
+        base = page.parent
+    target = (base / path.lstrip("/")).resolve()
     if target.is_dir():
         target = target / "index.html"
     if site.resolve() not in target.parents or not target.is_file():
