@@ -316,7 +316,12 @@ def test_at_390_px_notebook_1s_page_does_not_scroll_sideways(browser, address):
             return box.right > window.innerWidth + 1 && !node.closest('pre, .highlight-ipynb, '
                 + '.jp-OutputArea-output, table, .md-typeset__scrollwrap');
         }).slice(0, 5).map((node) => node.tagName + '.' + node.className);
-        return {scroll: page.scrollWidth, width: window.innerWidth, wide};
+        const table = [...document.querySelectorAll('.jp-OutputArea-output pre')]
+            .find((pre) => pre.innerText.includes('3/6'));
+        const style = table ? getComputedStyle(table) : {};
+        return {scroll: page.scrollWidth, width: window.innerWidth, wide,
+                table: table && {whiteSpace: style.whiteSpace, overflow: style.overflowX,
+                                 scrolls: table.scrollWidth > table.clientWidth}};
     }"""
     reading = read(browser, address + page_of(NOTEBOOKS[0]), width=NARROW, script=script)
     facts = reading.facts
@@ -324,6 +329,9 @@ def test_at_390_px_notebook_1s_page_does_not_scroll_sideways(browser, address):
         f"{page_of(NOTEBOOKS[0])} at {NARROW} px is {facts['scroll']} px wide and scrolls "
         f"sideways; too wide: {facts['wide']}. Code and outputs may scroll inside their own "
         "box, the page must not (tools/site_build.py, mkdocs.yml's theme)")
+    assert facts["table"] == {"whiteSpace": "pre", "overflow": "auto", "scrolls": True}, (
+        f"at {NARROW} px, notebook 1's table must keep its lines and scroll inside its box, not "
+        f"wrap: {facts['table']} (docs/stylesheets/notebooks.css)")
     assert not reading.errors, reading.errors
 
 
