@@ -188,3 +188,14 @@ def test_the_weekly_link_check_names_each_failing_address_and_its_pages(tmp_path
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def test_addresses_from_the_sites_root_start_at_its_published_path(tmp_path):
+    """On GitHub Pages the site lives under /<repository>/ (mkdocs.yml's site_url, which the
+    Pages workflow sets): the 404 page's links start there."""
+    write(tmp_path / "404.html", '<link rel="stylesheet" href="/cookbook/assets/main.css">'
+          '<a href="/cookbook/index.html">home</a><a href="/elsewhere/index.html">x</a>')
+    write(tmp_path / "assets" / "main.css", "")
+    write(tmp_path / "index.html", "")
+    problems = site_build.site_problems(tmp_path, {}, root="/cookbook/")
+    assert len(problems) == 1 and "/elsewhere/index.html" in problems[0], problems
