@@ -180,8 +180,8 @@ def reference_page(config) -> str:
         f"What an app imports from `memorybook` {version}, written from the docstrings: each name "
         "that `memorybook/__init__.pyi` lists (importing one loads its module), grouped by the "
         "module that defines it; then the web service's app factory and settings, and the "
-        "pytest fixtures of `memorybook.testing`. [Use it in an app](README.md#use-it-in-an-app) "
-        "shows them at work.", "",
+        "pytest fixtures of `memorybook.testing`. The [home page](README.md)'s \"Use it in an "
+        "app\" shows them at work.", "",
     ]
     module = None
     for _, path in public_names():
