@@ -86,8 +86,10 @@ def test_the_version_is_set_in_pyproject_alone_and_the_changelog_describes_it(wh
     version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
         "project"]["version"]
     assert wheel.name.startswith(f"memorybook-{version}-")
-    elsewhere = [str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "memorybook").rglob(
-        "*.py*") if f'"{version}"' in path.read_text(encoding="utf-8")]
+    sources = [path for pattern in ("*.py", "*.pyi")
+               for path in (REPO_ROOT / "memorybook").rglob(pattern)]
+    elsewhere = [str(path.relative_to(REPO_ROOT)) for path in sources
+                 if f'"{version}"' in path.read_text(encoding="utf-8")]
     assert elsewhere == [], (
         f"{elsewhere} spell the version {version} out: read it with "
         "importlib.metadata.version('memorybook'), so that pyproject.toml stays its one place")
