@@ -147,9 +147,9 @@ serve: $(INSTALLED) ## Run notebook 9's web service on 127.0.0.1:$PORT (8000); C
 	@$(BIN)/python -m memorybook.service_settings '$(HOST)'
 	$(BIN)/uvicorn --factory memorybook.service:create_app --host '$(HOST)' --port $(PORT)
 
-# The site (mkdocs.yml, tools/site_build.py): the notebooks as committed, nothing re-run. mkdocs
-# and Material print a notice of their end of life (2027) at every start, silenced here; the choice
-# is explained in CONTRIBUTING.md.
+# The site (mkdocs.yml, tools/site_build.py): the notebooks as committed, nothing re-run.
+# Material prints at every start that it reaches its end of life in May 2027; mkdocs.yml says so
+# once instead.
 site: $(INSTALLED) ## Build the static site into site/ from the committed notebooks; fails on a broken link
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build
 	@echo "make site: open site/index.html (the notebooks, the reference, nothing re-run)"
