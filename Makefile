@@ -10,7 +10,7 @@ AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 .DEFAULT_GOAL := help
 .PHONY: help setup lock upgrade run test lab lint pattern recording record record-calls \
 	record-dry-run \
-	accept-recording benchmark serve clean
+	accept-recording benchmark serve site dist clean
 
 help: ## List the targets
 	@awk -F':.*## ' '/^[a-z-]+:.*## / { name[++n] = $$1; text[n] = $$2; \
@@ -147,6 +147,17 @@ serve: $(INSTALLED) ## Run notebook 9's web service on 127.0.0.1:$PORT (8000); C
 	@$(BIN)/python -m memorybook.service_settings '$(HOST)'
 	$(BIN)/uvicorn --factory memorybook.service:create_app --host '$(HOST)' --port $(PORT)
 
+# The site (mkdocs.yml, tools/site_build.py): the notebooks as committed, nothing re-run.
+# Material prints at every start that it reaches its end of life in May 2027; mkdocs.yml says so
+# once instead.
+site: $(INSTALLED) ## Build the static site into site/ from the committed notebooks; fails on a broken link
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build
+	@echo "make site: open site/index.html (the notebooks, the reference, nothing re-run)"
+
+# What a release publishes (.github/workflows/release.yml), checked as PyPI reads it
+dist: $(INSTALLED) ## Build the sdist and the wheel into dist/ and check them with twine
+	$(BIN)/python -m tools.dist dist
+
 clean: ## Remove .venv and every generated cache
-	rm -rf $(VENV) build .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) build dist site .pytest_cache .ruff_cache *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -113,6 +113,7 @@ RUN_WHOLE = {
     "tests/test_browser.py",  # one JupyterLab and one Chromium for every notebook
     "tests/test_packaging.py",  # one wheel built, one app's venv installed
     "tests/test_service_contract.py",  # one service started
+    "tests/test_site.py",  # the site built once, one Chromium
 }
 
 
@@ -145,7 +146,8 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "after_notebooks: runs after nbval has executed every notebook"
     )
-    config.addinivalue_line("markers", "browser: drives JupyterLab in headless Chromium")
+    config.addinivalue_line("markers",
+                            "browser: drives JupyterLab or the site in headless Chromium")
     # Ctrl-C stops a test process even where it started with SIGINT ignored, as tools/test.sh's
     # background runs do; SIGTERM stops it the same way (terminated()).
     if threading.current_thread() is threading.main_thread():

@@ -12,14 +12,18 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
 
+import tools.dist
 from memorybook.config import RECORDING_ENV, RECORDING_PATH
 from tests.helpers import REPO_ROOT, readme_app_example
+from tools.release_notes import release_notes
 
 UV = Path(sys.executable).with_name("uv")
 EXTRAS = "service,postgres"
@@ -33,10 +37,10 @@ MOST_MEGABYTES = 116
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    # Built as `pip install "path/to/clone[service,postgres]"` (the README's way) builds it:
-    # straight from a clone, here the files git tracks for it, holding what an earlier build of
-    # an older version left in build/ (as setuptools did), a module deleted since among it.
+def dist(tmp_path_factory) -> tuple[Path, Path]:
+    # Built as `make dist` builds them (tools/dist.py: the sdist, then the wheel from it), from a
+    # clone: here the files git tracks for it, holding what an earlier build of an older version
+    # left in build/ (as setuptools did), a module deleted since among it.
     clone = tmp_path_factory.mktemp("clone")
     tracked = subprocess.run(["git", "ls-files", "-z", "memorybook", "pyproject.toml", "README.md",
                               "LICENSE"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
@@ -47,17 +51,52 @@ def wheel(tmp_path_factory) -> Path:
     old_build.parent.mkdir(parents=True)
     old_build.write_text("LEFT_BY_AN_OLD_BUILD = True\n", encoding="utf-8")
     before = sorted(clone.rglob("*"))
-    out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([str(UV), "build", "--wheel", "--quiet", "--out-dir", str(out),
-                            str(clone)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, f"`uv build --wheel` of the checkout failed: {built.stderr}"
+    try:
+        built = tools.dist.build(tmp_path_factory.mktemp("dist"), clone)
+    except tools.dist.DistError as error:
+        pytest.fail(str(error), pytrace=False)
     made = [str(path.relative_to(clone)) for path in sorted(set(clone.rglob("*")) - set(before))]
     assert not made, (
         f"building the wheel wrote {len(made)} files into the clone ({', '.join(made[:3])}...): "
         "whatever a build leaves there can go into the next wheel built from it; keep "
         "pyproject.toml's [build-system] a backend that builds from the files as they are")
-    [path] = out.glob("memorybook-*.whl")
-    return path
+    return built
+
+
+@pytest.fixture(scope="module")
+def wheel(dist) -> Path:
+    return dist[1]
+
+
+def test_make_dist_builds_an_sdist_and_a_wheel_that_twine_check_passes(dist):
+    sdist, wheel = dist
+    try:
+        tools.dist.check(sdist, wheel)
+    except tools.dist.DistError as error:
+        pytest.fail(f"{error}\nfix what twine names (pyproject.toml's [project], README.md)",
+                    pytrace=False)
+    with tarfile.open(sdist) as archive:
+        top = {name.split("/", 1)[1].split("/")[0] for name in archive.getnames() if "/" in name}
+    assert {"memorybook", "README.md", "LICENSE", "pyproject.toml"} <= top, (
+        f"the sdist holds {sorted(top)}: [tool.hatch.build.targets.sdist] in pyproject.toml "
+        "must include memorybook/, README.md and LICENSE")
+
+
+def test_the_version_is_set_in_pyproject_alone_and_the_changelog_describes_it(wheel):
+    version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["version"]
+    assert wheel.name.startswith(f"memorybook-{version}-")
+    sources = [path for pattern in ("*.py", "*.pyi")
+               for path in (REPO_ROOT / "memorybook").rglob(pattern)]
+    elsewhere = [str(path.relative_to(REPO_ROOT)) for path in sources
+                 if f'"{version}"' in path.read_text(encoding="utf-8")]
+    assert elsewhere == [], (
+        f"{elsewhere} spell the version {version} out: read it with "
+        "importlib.metadata.version('memorybook'), so that pyproject.toml stays its one place")
+    notes = release_notes(f"v{version}")
+    assert "###" in notes, f"CHANGELOG.md's section for {version} has no Added/Changed heading"
+    with pytest.raises(ValueError, match=f"does not name pyproject.toml's version {version}"):
+        release_notes("v999.0.0")
 
 
 def test_the_wheel_an_app_installs_holds_memorybook_alone(wheel):

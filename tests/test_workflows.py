@@ -3,6 +3,7 @@ workflows run the README's commands."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,8 @@ def zizmor(*paths: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def workflows() -> list[Path]:
     found = sorted(WORKFLOWS_DIR.glob("*.yml"))
-    assert [path.name for path in found] == ["live-recording.yml", "test.yml"]
+    assert [path.name for path in found] == [
+        "live-recording.yml", "release.yml", "site-links.yml", "site.yml", "test.yml"]
     return found
 
 
@@ -112,3 +114,66 @@ def test_the_live_workflow_records_only_with_a_key_and_fails_on_a_changed_figure
     assert "make record" in live
     assert "published figures reproduce" in live
     assert "Skipped: no TYPESAFE_API_KEY secret is configured" in live
+
+
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+
+
+def jobs_of(name: str) -> dict:
+    return yaml.safe_load((WORKFLOWS_DIR / name).read_text(encoding="utf-8"))["jobs"]
+
+
+def test_every_action_is_pinned_by_a_full_commit(workflows):
+    unpinned = [f"{path.name}: {step['uses']}" for path in workflows
+                for job in jobs_of(path.name).values() for step in job.get("steps", [])
+                if "uses" in step and not PINNED.match(step["uses"])]
+    assert unpinned == [], (
+        f"{unpinned}: pin each action by its full commit, its tag in a comment "
+        "(`uses: owner/action@<40 hex> # vX.Y.Z`); Dependabot moves the pins")
+
+
+def test_only_the_publishing_jobs_may_ask_for_an_identity_token(workflows):
+    allowed = {("release.yml", "pypi"), ("site.yml", "deploy")}
+    found = set()
+    for path in workflows:
+        workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
+        assert "id-token" not in (workflow.get("permissions") or {}), (
+            f"{path.name} grants id-token to every job: grant it in the publishing job alone")
+        found |= {(path.name, name) for name, job in workflow["jobs"].items()
+                  if "id-token" in (job.get("permissions") or {})}
+    assert found == allowed, (
+        f"jobs with id-token: write: {sorted(found)}; only PyPI's trusted publishing "
+        "(release.yml, pypi) and the Pages deployment (site.yml, deploy) need it")
+
+
+def test_the_site_is_built_on_every_push_and_pull_request_and_published_from_main(workflows):
+    site = yaml.safe_load((WORKFLOWS_DIR / "site.yml").read_text(encoding="utf-8"))
+    triggers = site[True]  # YAML 1.1 reads the key `on` as True
+    assert "push" in triggers and "pull_request" in triggers
+    assert any(step.get("run") == "make site" for step in site["jobs"]["build"]["steps"])
+    deploy = site["jobs"]["deploy"]
+    assert deploy["if"] == "github.event_name == 'push' && github.ref == 'refs/heads/main'"
+    assert deploy["environment"]["name"] == "github-pages"
+    assert [step["uses"].split("@")[0] for step in deploy["steps"]] == ["actions/deploy-pages"]
+
+
+def test_links_to_other_hosts_are_checked_weekly_and_not_on_every_push(workflows):
+    weekly = yaml.safe_load((WORKFLOWS_DIR / "site-links.yml").read_text(encoding="utf-8"))
+    assert set(weekly[True]) == {"schedule", "workflow_dispatch"}
+    assert "tools.site_links" in (WORKFLOWS_DIR / "site-links.yml").read_text(encoding="utf-8")
+    for path in workflows:
+        if path.name != "site-links.yml":
+            assert "site_links" not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_a_version_tag_publishes_make_dists_files_to_pypi_and_the_release(workflows):
+    release = yaml.safe_load((WORKFLOWS_DIR / "release.yml").read_text(encoding="utf-8"))
+    assert release[True] == {"push": {"tags": ["v*"]}}
+    runs = [step.get("run", "") for step in release["jobs"]["dist"]["steps"]]
+    assert "make dist" in runs and any("tools/release_notes.py" in run for run in runs)
+    publish = [step["uses"].split("@")[0] for step in release["jobs"]["pypi"]["steps"]]
+    assert publish[-1] == "pypa/gh-action-pypi-publish"
+    assert not any("password" in step.get("with", {})
+                   for step in release["jobs"]["pypi"]["steps"]), "trusted publishing: no token"
+    attach = release["jobs"]["github-release"]["steps"][-1]["run"]
+    assert "gh release create" in attach and "dist/*" in attach
