@@ -3,7 +3,10 @@
 What an app uses, in one place; each name below is importable from `memorybook` (the service
 from `memorybook.service`, the test fixture from `memorybook.testing`):
 
-    Jev(recording=None, *, mode=None, model=TYPESAFE_MODEL, client=None)
+    Settings.from_environment(**given)    every setting, read from its variable (README's
+                                          table) as a part without `settings=` reads them;
+                                          Settings(field=...) holds what it is given
+    Jev(recording=None, *, mode=None, model=TYPESAFE_MODEL, client=None, settings=None)
                                           asks Jev: .ask(state, questions), .ask_async(...);
                                           replay, record or live (memorybook/jev.py says when)
     ask_with_memory(state, questions, memories, *, ask=None, remember_at=REMEMBER_AT)
@@ -16,27 +19,28 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           where memories are filed and where they go in a state
     InMemoryMemories()                    memories for as long as the process runs
     Memories, MemoryStore                 what `memories` may be, as protocols for type hints
-    open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None)
+    open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None,
+               settings=None)
                                           encrypted memories in SQLite or PostgreSQL, expiring
+                                          after `retention`, or NEVER (the default)
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
-    InFlight(limit=None, wait_at_most=None)
+    InFlight(limit=None, wait_at_most=None, *, settings=None)
                                           at most `limit` requests to Jev at once (by default
-                                          $MEMORYBOOK_MAX_IN_FLIGHT, else 8), replies first
+                                          the settings': 8), replies first
     CustomerTurns(url, *, at_most=TURNS_AT_ONCE, **options)
                                           ... and across processes sharing a PostgreSQL
                                           store, on at most `at_most` connections
     MadeUpJev(answer)                     a stand-in for Jev in unit tests
     service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
                        store_options=None, questions=ROUTE)
-                                          the FastAPI service (the `service` extra);
-                                          its settings: memorybook/service_settings.py
+                                          the FastAPI service (the `service` extra)
     testing                               pytest fixtures: replay an app's recording, record it
     MemorybookError                       the root of every error above; each is exported here
                                           (StateError: a state ask_with_memory() cannot
                                           take; StoreInputError where no store would keep
                                           it; both are ValueErrors;
                                           DamagedMemoryError: a memory recall() cannot read)
-    describe_api_failure(error, *, quoting_the_api=True)
+    describe_api_failure(error, *, quoting_the_api=True, settings=None)
                                           a failed live call, which raises the SDK's own
                                           TypeSafeError, in one line without secrets
 

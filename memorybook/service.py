@@ -16,11 +16,12 @@ that died runs in the next service up on that store. Every request passes the gu
 (memorybook/service_guard.py); the contract, the id rule and every status answered are in
 memorybook/service_models.py and `/openapi.json`.
 
-Running it. The environment sets it up: TYPESAFE_API_KEY (none: replay only) and
-TYPESAFE_ENDPOINT; MEMORYBOOK_STORE_URL (by default a SQLite file in .memorybook/ of the nearest
-folder holding a pyproject.toml, else the working one) and MEMORYBOOK_STORE_KEY (PostgreSQL needs
-it; SQLite makes a key file beside the database and logs where: back it up with it);
-MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service_settings.py.
+Running it. Its settings (memorybook/settings.py; README.md's table lists each variable) come
+from the environment when the app is made, unless given: TYPESAFE_API_KEY (none: replay only)
+and TYPESAFE_ENDPOINT; MEMORYBOOK_STORE_URL (by default a SQLite file in .memorybook/ of the
+nearest folder holding a pyproject.toml, else the working one) and MEMORYBOOK_STORE_KEY
+(PostgreSQL needs it; SQLite makes a key file beside the database and logs where: back it up with
+it); MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the service's own.
 - It asks Jev live or replays a recording, never records: that would keep each ticket's words
   in the recording, in clear, so a start in record mode is refused.
 - Replicas share a PostgreSQL store; a process holds at most twice MEMORYBOOK_MAX_IN_FLIGHT
@@ -48,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -73,7 +73,6 @@ from typesafe_sdk import (
 )
 
 from memorybook.api_errors import CallTimeoutError, describe_api_failure
-from memorybook.config import timeout_seconds
 from memorybook.example import ROUTE
 from memorybook.gates import PendingGates, WaitedTooLong
 from memorybook.in_flight import AskAsync, InFlight
@@ -100,9 +99,9 @@ from memorybook.service_models import (
     read_ticket_state,
     refused_id,
 )
-from memorybook.service_settings import ServiceSettings, jev_to_serve
+from memorybook.service_settings import jev_to_serve
+from memorybook.settings import NeverType, Settings
 from memorybook.store import (
-    STORE_URL_ENV,
     DamagedMemoryError,
     MemoryNotFoundError,
     MemoryStoreError,
@@ -130,40 +129,40 @@ TicketInPath = Annotated[str, Path(pattern=NOT_BLANK_PATTERN, description=(
     "The id of the ticket whose memories go, as POST /tickets had it: not blank."))]
 
 
-def create_app(store_url: str | None = None, *, retention: timedelta | None = None,
-               ask: AskAsync | None = None, settings: ServiceSettings | None = None,
+def create_app(store_url: str | None = None, *, retention: timedelta | NeverType | None = None,
+               ask: AskAsync | None = None, settings: Settings | None = None,
                store_options: dict[str, Any] | None = None,
                questions: dict | None = None) -> FastAPI:
     """The memory service. At startup it opens its store (`store_url`, else
-    $MEMORYBOOK_STORE_URL, else the SQLite default) with `retention` (memories older than that
-    expire; None: $MEMORYBOOK_RETENTION_DAYS, else kept until erased) and `store_options`
+    the settings', else the SQLite default) with `retention` (memories older than that expire;
+    NEVER: kept until erased; None: the settings') and `store_options`
     (open_store()'s other arguments: timeout=, clock=, ...); on PostgreSQL each customer's turn
     is held across processes too. `ask` is what asks Jev: by default `jev_to_serve().ask_async`
     (memorybook/service_settings.py: live with a key, else replaying a recording read here; a
     recording that cannot be used raises RecordingError, record mode ConfigError); a stand-in
-    in a unit test. `settings`: who may reach it, body limit, sweep interval (by default from
-    the environment: memorybook/service_settings.py). `questions`: what POST asks Jev about
-    each ticket, and answers with (by default the example's ROUTE)."""
+    in a unit test. `settings` (memorybook/settings.py): who may reach it, body limit, sweep
+    interval, store, key, time limits (by default the environment's, read now). `questions`:
+    what POST asks Jev about each ticket, and answers with (by default the example's ROUTE)."""
     questions = ROUTE if questions is None else questions
-    settings = settings or ServiceSettings.from_environment()
+    settings = settings or Settings.from_environment()
     retention = retention if retention is not None else settings.retention
     store_options = dict(store_options or {})
     if ask is None:  # a recording that cannot be used stops the start, not each request
-        ask = jev_to_serve().ask_async
+        ask = jev_to_serve(settings).ask_async
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        url = store_url or os.environ.get(STORE_URL_ENV) or ""
+        url = store_url or settings.store_url or ""
         shared = url.lower().startswith(("postgresql:", "postgres:"))
         # A request waits for its customer's turn, and then for a slot to Jev, each at most as
         # long as a live call may take (WaitedTooLong: a 503).
-        app.state.wait_at_most = timeout_seconds()
+        app.state.wait_at_most = settings.timeout_seconds
         # At most settings.max_in_flight requests to Jev at once, replies' before gates'
         in_flight = InFlight(settings.max_in_flight, wait_at_most=app.state.wait_at_most)
         app.state.ask, app.state.ask_gate = in_flight.routing(ask), in_flight.gating(ask)
         log_where_uvicorn_logs()
-        app.state.memories = await asyncio.to_thread(open_store, url or None,
-                                                     retention=retention, **store_options)
+        app.state.memories = await asyncio.to_thread(open_store, url or None, retention=retention,
+                                                     settings=settings, **store_options)
         for notice in getattr(app.state.memories, "notices", ()):  # a new key file, say
             log.info("the memory store: %s", one_line(notice))
         try:
@@ -240,7 +239,8 @@ def create_app(store_url: str | None = None, *, retention: timedelta | None = No
             # upstream's either.
             log.error("routing ticket %s of customer %s failed: %s",
                       shown(state["ticket"]["id"]), state["customer"]["id"],
-                      " ".join(describe_api_failure(error, quoting_the_api=False).splitlines()))
+                      " ".join(describe_api_failure(error, quoting_the_api=False,
+                                                    settings=settings).splitlines()))
             return JSONResponse({"detail": jev_failed(error)}, status_code=502)
         return JSONResponse(response.model_dump(mode="json"))
 
