@@ -3,9 +3,10 @@
 What an app uses, in one place; each name below is importable from `memorybook` (the service
 from `memorybook.service`, the test fixture from `memorybook.testing`):
 
-    Settings.from_environment(**given)    every setting, read from its variable (README's
-                                          table) as a part without `settings=` reads them;
-                                          Settings(field=...) holds what it is given
+    Settings.from_environment(**given)    every setting, read now from its variable (the
+                                          README's table), as each part given no `settings=`
+                                          reads them when made; Settings(...) holds only what
+                                          it is given. NEVER: a retention that never expires
     Jev(recording=None, *, mode=None, model=TYPESAFE_MODEL, client=None, settings=None)
                                           asks Jev: .ask(state, questions), .ask_async(...);
                                           replay, record or live (memorybook/jev.py says when)
