@@ -13,8 +13,9 @@ takes itself (`Jev(recording, mode=...)`, `open_store(url, retention=...)`) wins
 A value that cannot be used is a ConfigError in one line naming its variable (or its field, when
 given). The API key, the store key and the service token show in no repr and no message; the
 endpoint and the store's URL, which may hold a password, in no repr. The README's table lists
-every variable; tests/test_settings.py holds the two to each other. This module imports nothing but the standard library and memorybook.errors, so
-that the store, which reads its URL and key here, loads neither the SDK nor the client.
+every variable; tests/test_settings.py holds the two to each other. This module imports nothing
+but the standard library and memorybook.errors, so that the store, which reads its URL and key
+here, loads neither the SDK nor the client.
 """
 
 from __future__ import annotations
