@@ -198,10 +198,17 @@ def keys_read_by_notebooks(request) -> set[str]:
     return set(USAGE_LOG.read_text(encoding="utf-8").split())
 
 
-@pytest.fixture(autouse=True)
-def _only_notebooks_log_their_lookups(monkeypatch):
-    """Python tests may open recordings too; their lookups must not count as a notebook's."""
-    monkeypatch.delenv("MEMORYBOOK_USAGE_LOG", raising=False)
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Only the notebooks' kernels note their lookups: $MEMORYBOOK_USAGE_LOG is set while a
+    notebook's cell is set up (its kernel, started then, inherits it) and unset for every other
+    test before its fixtures are made. Python tests open recordings too, and a Jev reads its
+    settings when it is made: a session-scoped one (memorybook.testing's `jev`, the example
+    app's tests) would otherwise note its lookups as a notebook's."""
+    if is_notebook_cell(item):
+        os.environ["MEMORYBOOK_USAGE_LOG"] = str(USAGE_LOG)
+    else:
+        os.environ.pop("MEMORYBOOK_USAGE_LOG", None)
 
 
 @pytest.fixture(autouse=True)

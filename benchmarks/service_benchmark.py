@@ -127,7 +127,7 @@ async def all_at_once(states: list[dict], through_service: bool,
     from memorybook.example import ROUTE
     from memorybook.in_flight import InFlight
     from memorybook.service import create_app
-    from memorybook.service_settings import ServiceSettings
+    from memorybook.settings import Settings
 
     ask_async = Jev().ask_async  # live: a key, and no recording asked for
     replies: list[float] = []
@@ -142,7 +142,7 @@ async def all_at_once(states: list[dict], through_service: bool,
     if through_service:
         with tempfile.TemporaryDirectory(prefix="memorybook-benchmark-") as scratch:
             store = Path(scratch) / "at_once.sqlite3"
-            settings = ServiceSettings.from_environment(max_in_flight=IN_FLIGHT)
+            settings = Settings.from_environment(max_in_flight=IN_FLIGHT)
             app = create_app(f"sqlite:///{store}", ask=ask_async, settings=settings)
             async with LifespanManager(app) as running:
                 transport = ASGITransport(app=running.app)

@@ -11,7 +11,11 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           questions), .memories(), .history(), .forget(),
                                           .forget_customer() (memorybook/serving.py)
     Memory(store=None, **options)         the same, for scripts: `with`, each call blocking
-    Jev(recording=None, *, mode=None, model=TYPESAFE_MODEL, client=None)
+    Settings.from_environment(**given)    every setting, read now from its variable (the
+                                          README's table), as each part given no `settings=`
+                                          reads them when made; Settings(...) holds only what
+                                          it is given. NEVER: a retention that never expires
+    Jev(recording=None, *, mode=None, model=TYPESAFE_MODEL, client=None, settings=None)
                                           asks Jev: .ask(state, questions), .ask_async(...);
                                           replay, record or live (memorybook/jev.py says when)
     ask_with_memory(state, questions, memories, *, ask=None, remember_at=REMEMBER_AT)
@@ -24,13 +28,15 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           where memories are filed and where they go in a state
     InMemoryMemories()                    memories for as long as the process runs
     Memories, MemoryStore                 what `memories` may be, as protocols for type hints
-    open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None)
+    open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None,
+               settings=None)
                                           encrypted memories in SQLite or PostgreSQL, expiring
+                                          after `retention`, or NEVER (the default)
     The pieces an AsyncMemory is built from, for an app that wires them itself:
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
-    InFlight(limit=None, wait_at_most=None)
+    InFlight(limit=None, wait_at_most=None, *, settings=None)
                                           at most `limit` requests to Jev at once (by default
-                                          $MEMORYBOOK_MAX_IN_FLIGHT, else 8), replies first
+                                          the settings': 8), replies first
     CustomerTurns(url=None, *, at_most=TURNS_AT_ONCE, store=None, **options)
                                           ... and across processes sharing a PostgreSQL
                                           store, on at most `at_most` connections
@@ -38,8 +44,7 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           answer) programs each question; .ask, .ask_async
     service.create_app(store_url=None, *, retention=None, ask=None, settings=None,
                        store_options=None, questions=ROUTE)
-                                          the FastAPI service (the `service` extra);
-                                          its settings: memorybook/service_settings.py
+                                          the FastAPI service (the `service` extra)
     testing                               pytest fixtures: replay an app's recording, record it;
                                           made_up_jev, a MadeUpJev for each test
     MemorybookError                       the root of every error above; each is exported here
@@ -47,7 +52,7 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           take; StoreInputError where no store would keep
                                           it; both are ValueErrors;
                                           DamagedMemoryError: a memory recall() cannot read)
-    describe_api_failure(error, *, quoting_the_api=True)
+    describe_api_failure(error, *, quoting_the_api=True, settings=None)
                                           a failed live call, which raises the SDK's own
                                           TypeSafeError, in one line without secrets
 

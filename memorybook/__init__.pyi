@@ -11,7 +11,6 @@ from .api_errors import (
 from .config import (
     REMEMBER_AT as REMEMBER_AT,
     TYPESAFE_MODEL as TYPESAFE_MODEL,
-    ConfigError as ConfigError,
 )
 from .errors import MemorybookError as MemorybookError
 from .gates import PendingGates as PendingGates
@@ -19,7 +18,6 @@ from .gates import WaitedTooLong as WaitedTooLong
 from .in_flight import InFlight as InFlight
 from .jev import (
     Jev as Jev,
-    Mode as Mode,
     default_jev as default_jev,
     request_json as request_json,
 )
@@ -45,6 +43,12 @@ from .replay import RecordingMissError as RecordingMissError
 from .serving import (
     AsyncMemory as AsyncMemory,
     Memory as Memory,
+)
+from .settings import (
+    NEVER as NEVER,
+    ConfigError as ConfigError,
+    Mode as Mode,
+    Settings as Settings,
 )
 from .stand_in import (
     MadeUpAnswerError as MadeUpAnswerError,

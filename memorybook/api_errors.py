@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 from typesafe_sdk import (
@@ -16,9 +15,9 @@ from typesafe_sdk import (
     TypeSafeRateLimitError,
 )
 
-from memorybook.config import API_KEY_ENV, ENDPOINT_ENV, TIMEOUT_ENV
 from memorybook.errors import MemorybookError
 from memorybook.redaction import redact
+from memorybook.settings import API_KEY_ENV, ENDPOINT_ENV, TIMEOUT_ENV, Settings
 
 
 class CallTimeoutError(MemorybookError, TypeSafeError):
@@ -37,13 +36,16 @@ class AnswerRefusedError(MemorybookError, TypeSafeError):
     """A live call's answer was too long to read, or in an encoding that was not asked for."""
 
 
-def describe_api_failure(error: TypeSafeError, *, quoting_the_api: bool = True) -> str:
+def describe_api_failure(error: TypeSafeError, *, quoting_the_api: bool = True,
+                         settings: Settings | None = None) -> str:
     """What went wrong with a live call (the SDK's error), in a sentence its reader can act on:
     a notebook's, or an app's log. No key or password is in it. What the API said when it
     refused a request may quote the request, a customer's words included: a log kept at rest
-    takes `quoting_the_api=False`, which leaves it out."""
+    takes `quoting_the_api=False`, which leaves it out. `settings`: those of the call's client,
+    which name its endpoint and key (by default the environment's)."""
+    settings = settings or Settings.from_environment()
     # Without its query, which may hold a credential (?password=...); redact() takes the rest.
-    endpoint = re.split(r"[?#]", os.environ.get(ENDPOINT_ENV) or "", maxsplit=1)[0] \
+    endpoint = re.split(r"[?#]", settings.endpoint or "", maxsplit=1)[0] \
         or "the default TypeSafe endpoint"
     status = getattr(error, "status", None)
     if isinstance(error, TypeSafeAuthenticationError):
@@ -69,5 +71,6 @@ def describe_api_failure(error: TypeSafeError, *, quoting_the_api: bool = True) 
                                                     "the ticket)"
     else:
         what = str(error)
-    return redact(f"Live call failed: {what}. Nothing was recorded for this call.")
+    return redact(f"Live call failed: {what}. Nothing was recorded for this call.",
+                  settings.api_key)
 

@@ -1,16 +1,28 @@
-"""The project's fixed facts: where things are, which model and price, which settings it reads.
+"""The project's fixed facts: where things are, which model and price.
 
-Every other module takes its paths, constants and environment variable names from here.
+Every other module takes its paths and constants from here; the settings read from the
+environment are memorybook/settings.py's.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import subprocess
 from pathlib import Path
 
-from memorybook.errors import MemorybookError
+# The settings read from the environment are memorybook/settings.py's; their variables' names
+# are importable from here too, as they were before it.
+from memorybook.settings import ALLOW_LIVE_IN_CI_ENV as ALLOW_LIVE_IN_CI_ENV
+from memorybook.settings import ALLOW_PLAIN_HTTP_ENV as ALLOW_PLAIN_HTTP_ENV
+from memorybook.settings import API_KEY_ENV as API_KEY_ENV
+from memorybook.settings import DEFAULT_TIMEOUT_SECONDS as DEFAULT_TIMEOUT_SECONDS
+from memorybook.settings import ENDPOINT_ENV as ENDPOINT_ENV
+from memorybook.settings import MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS
+from memorybook.settings import RECORD_MODE_ENV as RECORD_MODE_ENV
+from memorybook.settings import RECORDING_ENV as RECORDING_ENV
+from memorybook.settings import TIMEOUT_ENV as TIMEOUT_ENV
+from memorybook.settings import USAGE_LOG_ENV as USAGE_LOG_ENV
+from memorybook.settings import ConfigError as ConfigError
+from memorybook.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout; site-packages when installed
 RECORDING_FOLDER = REPO_ROOT / "json_cache"  # at the top of the collection, beside notebooks/
@@ -24,54 +36,23 @@ TYPESAFE_MODEL = "jev-1.14.0"  # pinned: the published numbers came from it
 RECORDED_ON = "2026-10-29"  # the day the official run was recorded
 USD_PER_BILLION_INPUT_TOKENS = 42  # System One price list; output tokens are free
 REMEMBER_AT = 0.5  # the gate's threshold: the official page's, and the recorded run's
-DEFAULT_TIMEOUT_SECONDS = 120.0  # for the whole of a live call, retries included
-MAX_TIMEOUT_SECONDS = 86_400.0  # a day: longer ones overflow the clocks of sockets and threads
-
-# Environment variables: the first two are the official cookbooks' own; the rest are this repo's.
-API_KEY_ENV = "TYPESAFE_API_KEY"
-ENDPOINT_ENV = "TYPESAFE_ENDPOINT"
-RECORDING_ENV = "MEMORYBOOK_RECORDING"  # a recording asked for (an app's own, or another file)
-RECORD_MODE_ENV = "MEMORYBOOK_RECORD_MODE"  # replay, record or live (memorybook/jev.py)
-ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # only the loopback tests set this
-USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
-TIMEOUT_ENV = "MEMORYBOOK_TIMEOUT_SECONDS"  # overrides DEFAULT_TIMEOUT_SECONDS
-ALLOW_PLAIN_HTTP_ENV = "MEMORYBOOK_ALLOW_PLAIN_HTTP"  # "1": send the key over http to any host
-
-
-
-
-class ConfigError(MemorybookError, ValueError):
-    """A setting or data file this project reads is unusable; the message names it and why."""
-
 
 def input_cost_usd(input_tokens: float) -> float:
     """What System One charges for this many input tokens, in USD; output tokens are free."""
     return input_tokens * USD_PER_BILLION_INPUT_TOKENS / 1e9
 
 
-def timeout_seconds() -> float:
-    """Seconds a live call may take, retries included: $MEMORYBOOK_TIMEOUT_SECONDS, else 120."""
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not math.isfinite(value) or value <= 0 or value > MAX_TIMEOUT_SECONDS:
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise ConfigError(
-            f"{TIMEOUT_ENV}={shown!r} is not a positive number of seconds up to "
-            f"{MAX_TIMEOUT_SECONDS:,.0f} (a day); set it to e.g. 120, or unset it for the default "
-            "of 120."
-        )
-    return value
+def timeout_seconds(settings: Settings | None = None) -> float:
+    """Seconds a live call may take, retries included: the settings' (by default the
+    environment's: $MEMORYBOOK_TIMEOUT_SECONDS, else 120)."""
+    return (settings or Settings.from_environment()).timeout_seconds
 
 
-def recording_path() -> Path:
-    """The recording in use: $MEMORYBOOK_RECORDING, else the collection's json_cache.json."""
-    override = os.environ.get(RECORDING_ENV, "").strip()
-    return Path(override).resolve() if override else RECORDING_PATH
+def recording_path(settings: Settings | None = None) -> Path:
+    """The recording in use: the settings' (by default $MEMORYBOOK_RECORDING), else the
+    collection's json_cache.json."""
+    named = (settings or Settings.from_environment()).recording
+    return named.resolve() if named else RECORDING_PATH
 
 
 def provenance_path(recording: Path | None = None) -> Path:
@@ -103,11 +84,13 @@ def accepting_folder(folder: Path) -> Path:
     return folder / ACCEPTING_FOLDER_NAME
 
 
-def replay_only_reason() -> str | None:
-    """Why this process must not call the API, or None when live calls are allowed."""
-    if not os.environ.get(API_KEY_ENV, "").strip():
+def replay_only_reason(settings: Settings | None = None) -> str | None:
+    """Why these settings (by default the environment's) must not call the API, or None when
+    live calls are allowed."""
+    settings = settings or Settings.from_environment()
+    if not settings.api_key:
         return f"{API_KEY_ENV} is not set"
-    if os.environ.get("CI") and not os.environ.get(ALLOW_LIVE_IN_CI_ENV):
+    if settings.in_ci and not settings.live_in_ci:
         return "CI is set"
     return None
 

@@ -10,7 +10,7 @@ slot is taken, a waiting routing request is let in before any waiting gate: repl
 quick as the cap allows, and the gates fill the slots the replies leave. Gates never take the
 last slot (with more than one): while every gate hangs on a slow upstream, replies still go.
 Within each kind, first come, first served. The API's rate limits, and the official cookbooks'
-8 workers, set the default (MEMORYBOOK_MAX_IN_FLIGHT).
+8 workers, set the default (Settings.max_in_flight, $MEMORYBOOK_MAX_IN_FLIGHT).
 """
 
 from __future__ import annotations
@@ -19,32 +19,25 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from memorybook.config import ConfigError
 from memorybook.gates import WaitedTooLong
+from memorybook.settings import DEFAULT_MAX_IN_FLIGHT as DEFAULT_MAX_IN_FLIGHT
+from memorybook.settings import MAX_IN_FLIGHT_ENV as MAX_IN_FLIGHT_ENV
+from memorybook.settings import ConfigError, Settings
 
 if TYPE_CHECKING:  # the service's settings import this module, and need no SDK
     from typesafe_sdk import SystemOneResponse
 
-MAX_IN_FLIGHT_ENV = "MEMORYBOOK_MAX_IN_FLIGHT"
-DEFAULT_MAX_IN_FLIGHT = 8
 ROUTING, GATING = 0, 1  # the lower goes first
 
 AskAsync = Callable[[dict, dict], Awaitable["SystemOneResponse"]]  # as Jev.ask_async
 
 
-def max_in_flight() -> int:
-    """$MEMORYBOOK_MAX_IN_FLIGHT, else 8: a whole number from 1 to 1,000."""
-    text = os.environ.get(MAX_IN_FLIGHT_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_IN_FLIGHT
-    if not (text.isdigit() and 1 <= int(text) <= 1000):
-        raise ConfigError(f"{MAX_IN_FLIGHT_ENV}={text[:20]!r} is not a whole number from 1 to "
-                          f"1,000: the requests to Jev at once (default {DEFAULT_MAX_IN_FLIGHT}).")
-    return int(text)
+def max_in_flight(settings: Settings | None = None) -> int:
+    """The settings' cap (by default the environment's: $MEMORYBOOK_MAX_IN_FLIGHT, else 8)."""
+    return (settings or Settings.from_environment()).max_in_flight
 
 
 class InFlight:
@@ -53,11 +46,13 @@ class InFlight:
     reply always has one, even while every gate hangs on a slow upstream. `busy` is how many are
     in flight now, `most` the most ever. A routing request waits at most `wait_at_most` seconds
     for its slot (None: no bound), WaitedTooLong past them; a gate, which runs after its reply,
-    waits for as long as it takes."""
+    waits for as long as it takes. Without `limit`, the settings' max_in_flight (by default the
+    environment's, read now)."""
 
-    def __init__(self, limit: int | None = None, wait_at_most: float | None = None) -> None:
+    def __init__(self, limit: int | None = None, wait_at_most: float | None = None, *,
+                 settings: Settings | None = None) -> None:
         self.wait_at_most = wait_at_most
-        self.limit = max_in_flight() if limit is None else limit
+        self.limit = max_in_flight(settings) if limit is None else limit
         if self.limit < 1:
             raise ConfigError(f"at most {self.limit} requests in flight: give at least 1")
         self.gate_limit = max(1, self.limit - 1)  # one slot kept for replies

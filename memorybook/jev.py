@@ -12,8 +12,9 @@ A `Jev` works in one of three modes, named as VCR-style test libraries name thei
             answer is added to that recording (appended: the file is never rewritten)
     live    a key and no recording asked for: every call goes to Jev; no answer is written
 
-The mode is `mode=`, else $MEMORYBOOK_RECORD_MODE, else it follows from the key and the
-recording. A recording is asked for with `recording=` or $MEMORYBOOK_RECORDING; replay with none
+The mode is `mode=`, else the settings' (`settings=`, by default the environment's when the Jev
+is made: $MEMORYBOOK_RECORD_MODE), else it follows from the key and the recording. A recording
+is asked for with `recording=` or the settings' ($MEMORYBOOK_RECORDING); replay with none
 asked for reads the collection's committed json_cache/json_cache.json (an installed memorybook
 has none, and says so). Answers are filed as the official page files them, under cooksafe's key
 for `_system_one(model, state JSON, questions JSON)`, so the page's plain JsonCache and this
@@ -23,45 +24,35 @@ module read the same file.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import os
 import threading
-from enum import StrEnum
 from pathlib import Path
 
 from typesafe_sdk import SystemOneResponse
 
 from memorybook.api_errors import CallTimeoutError
-from memorybook.config import (
-    API_KEY_ENV,
-    RECORD_MODE_ENV,
-    RECORDING_ENV,
-    RECORDING_PATH,
-    TIMEOUT_ENV,
-    TYPESAFE_MODEL,
-    ConfigError,
-    replay_only_reason,
-    shown_path,
-    timeout_seconds,
-)
+from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL, replay_only_reason, shown_path
 from memorybook.questions import question_objects
 from memorybook.recording import CheckedJsonCache, RecordingError, open_recording
 from memorybook.replay import RecordingMissError, ReplayOnlyTransport
+from memorybook.settings import (
+    API_KEY_ENV,
+    RECORD_MODE_ENV,
+    RECORDING_ENV,
+    TIMEOUT_ENV,
+    ConfigError,
+    Mode,
+    Settings,
+)
 from memorybook.transport import (
     ClientOnFirstUse,
     SecretsOutOfLogs,
     async_client,
     sync_client,
 )
-
-
-class Mode(StrEnum):
-    """How a Jev answers: from its recording only, recording what it lacks, or live only."""
-
-    REPLAY = "replay"
-    RECORD = "record"
-    LIVE = "live"
 
 
 def request_json(state: dict, questions: dict) -> tuple[str, str]:
@@ -71,25 +62,29 @@ def request_json(state: dict, questions: dict) -> tuple[str, str]:
     return json.dumps(state), json.dumps(questions_json)
 
 
+def settings_given(settings: Settings | None, recording: str | os.PathLike | None = None,
+                   mode: str | None = None) -> Settings:
+    """`settings` (None: the environment's, read now) with `recording` and `mode` in place of
+    theirs where given: what a Jev is made with."""
+    given = {name: value for name, value in (("recording", recording), ("record_mode", mode))
+             if value is not None}
+    if settings is None:
+        return Settings.from_environment(**given)
+    return dataclasses.replace(settings, **given) if given else settings
+
+
 def choose_mode(recording: str | os.PathLike | None, mode: str | None,
-                own_client: bool = False) -> tuple[Mode, Path | None, str | None]:
+                own_client: bool = False, settings: Settings | None = None,
+                ) -> tuple[Mode, Path | None, str | None]:
     """(the mode, the recording it reads or None, why nothing may be sent or None), from the
-    arguments and the environment, as the module's docstring says; a ConfigError for a mode
-    that cannot be had here. With a client of the caller's (`own_client`), no key is needed:
-    the client sends where it was made to."""
-    named = recording if recording is not None else os.environ.get(RECORDING_ENV, "").strip()
-    asked = Path(named).resolve() if named else None
-    requested = mode if mode is not None else os.environ.get(RECORD_MODE_ENV, "").strip()
-    reason = None if own_client else replay_only_reason()
-    if requested:
-        try:
-            chosen = Mode(str(requested).strip().lower())
-        except ValueError:
-            raise ConfigError(
-                f"{RECORD_MODE_ENV} (or mode=) is {str(requested)[:40]!r}; it takes "
-                f"{', '.join(Mode)}.") from None
-    else:
-        chosen = Mode.REPLAY if reason else Mode.RECORD if asked else Mode.LIVE
+    arguments and the settings (by default the environment's), as the module's docstring says;
+    a ConfigError for a mode that cannot be had here. With a client of the caller's
+    (`own_client`), no key is needed: the client sends where it was made to."""
+    settings = settings_given(settings, recording, mode)
+    asked = settings.recording.resolve() if settings.recording else None
+    reason = None if own_client else replay_only_reason(settings)
+    chosen = settings.record_mode or (
+        Mode.REPLAY if reason else Mode.RECORD if asked else Mode.LIVE)
     if chosen is not Mode.REPLAY and reason is not None:
         raise ConfigError(f"{chosen} mode asks Jev, but {reason}: set {API_KEY_ENV} (never in "
                           f"CI), or replay.")
@@ -109,23 +104,30 @@ class Jev:
     docstring says which, and when). Nothing is read or started until the first question.
 
     `client` is an SDK TypeSafeClient to ask with in record or live mode instead of one made
-    from the environment (e.g. one on a test transport); `ask_async` always makes its own.
+    from the settings (e.g. one on a test transport); `ask_async` always makes its own.
+    `settings` (memorybook/settings.py) give the key, endpoint, time limit, recording and mode;
+    by default the environment's, read when the Jev is made. `recording` and `mode` win over
+    theirs.
     """
 
     def __init__(self, recording: str | os.PathLike | None = None, *, mode: str | None = None,
-                 model: str = TYPESAFE_MODEL, client=None) -> None:
-        self.mode, self.recording, reason = choose_mode(recording, mode, client is not None)
-        SecretsOutOfLogs.install()  # whatever the client, its libraries log no key and no words
+                 model: str = TYPESAFE_MODEL, client=None,
+                 settings: Settings | None = None) -> None:
+        self.settings = settings = settings_given(settings, recording, mode)
+        self.mode, self.recording, reason = choose_mode(None, None, client is not None, settings)
+        # whatever the client, its libraries log no key and no words
+        SecretsOutOfLogs.install(settings.api_key)
         self.model = model
         replay = None
         if self.mode is Mode.REPLAY:  # nothing is sent, whatever client was given
             replay, client = ReplayOnlyTransport(reason or "replay was asked for",
                                                  self.recording), None
-        client = client or ClientOnFirstUse(lambda: sync_client(replay))
-        awaited = ClientOnFirstUse(lambda: async_client(replay))
+        client = client or ClientOnFirstUse(lambda: sync_client(replay, settings))
+        awaited = ClientOnFirstUse(lambda: async_client(replay, settings))
         self.cache: CheckedJsonCache | None = (
-            None if self.mode is Mode.LIVE else open_recording(self.recording))
-        sync_call, async_call = _sync_call(client), _async_call(awaited)
+            None if self.mode is Mode.LIVE else open_recording(self.recording, settings=settings))
+        sync_call = _sync_call(client)
+        async_call = _async_call(awaited, settings.timeout_seconds)
         if self.cache is not None:
             sync_call, async_call = self.cache(sync_call), self.cache(async_call)
         self._system_one, self._system_one_async = sync_call, async_call
@@ -176,10 +178,9 @@ def _sync_call(client):
     return _system_one
 
 
-def _async_call(client):
+def _async_call(client, seconds: float):
     async def _system_one(model: str, state: str, questions: str) -> dict:
         """One System One request, awaited, within the whole call's time limit."""
-        seconds = timeout_seconds()
         try:
             async with asyncio.timeout(seconds):  # the whole call, retries included
                 response = await client.system_one(
@@ -211,5 +212,5 @@ def made_once(make):
 @made_once
 def default_jev() -> Jev:
     """The Jev the wrappers ask when given no `ask=`: `Jev()`, made at its first use from the
-    environment as it is then, and kept for the process."""
+    settings the environment holds then, and kept for the process."""
     return Jev()

@@ -9,14 +9,13 @@ recorded with a key and replayed without one (`next_steps_jev()`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
+from pathlib import Path
 
 from cooksafe import make_playground_link
 from typesafe_sdk import Noul, NoulCriteria, SystemOneResponse
 
 from memorybook.config import (
-    ENDPOINT_ENV,
     REMEMBER_AT,
     TYPESAFE_MODEL,
     recording_path,
@@ -33,16 +32,21 @@ from memorybook.memory import (
     ticket_id_of,
     worth_keeping,
 )
+from memorybook.settings import Settings
 
-# The next steps' answers go to their own file beside the official recording, never into it.
-NEXT_STEPS_RECORDING = recording_path().with_name("next_steps.json")
+
+def next_steps_recording(settings: Settings | None = None) -> Path:
+    """The next steps' own recording, next_steps.json beside the recording in use (by default
+    the environment's), never the official file."""
+    return recording_path(settings).with_name("next_steps.json")
 
 
 @made_once
 def next_steps_jev() -> Jev:
     """The Jev the next steps ask: on next_steps.json, recorded into with a key and replayed
-    without one; made at its first use."""
-    return Jev(NEXT_STEPS_RECORDING)
+    without one; made at its first use, from the settings the environment holds then."""
+    settings = Settings.from_environment()
+    return Jev(next_steps_recording(settings), settings=settings)
 
 
 def ask_next_step(state: dict, questions: dict) -> SystemOneResponse:
@@ -65,13 +69,14 @@ def requests_markdown(requests: list[tuple[dict, dict]], labels: list[str]) -> s
     return "\n".join(links)
 
 
-def answers_note() -> str:
-    """Whether the next steps' answers can be shown here, and where they would
-    come from."""
-    reason = replay_only_reason()
+def answers_note(settings: Settings | None = None) -> str:
+    """Whether the next steps' answers can be shown here (by default with the environment's
+    settings), and where they would come from."""
+    settings = settings or Settings.from_environment()
+    reason = replay_only_reason(settings)
     if reason is None:
-        source = os.environ.get(ENDPOINT_ENV) or "the TypeSafe API"
-        recorded_into = shown_path(NEXT_STEPS_RECORDING)
+        source = settings.endpoint or "the TypeSafe API"
+        recorded_into = shown_path(next_steps_recording(settings))
         return f"Live: answers from {source}, recorded into {recorded_into}."
     return (f"Not asked ({reason}), and not in the recording: the links above open these "
             "requests in the playground.")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 from urllib.parse import quote, quote_plus, unquote
 
-from memorybook.config import API_KEY_ENV
+from memorybook.settings import api_key_in_environment
 
 REDACTED = "[redacted]"
 _SHORTEST_SECRET = 8  # shorter keys are replaced as whole words only
@@ -41,7 +40,9 @@ def redact(text: object, *secrets: str) -> str:
     """`text` as a string with the API key, any `Authorization` value and `secrets` replaced.
 
     Every message that leaves the process goes through here: notebook outputs, `make record`
-    reports, and the errors this project raises. The key is taken from $TYPESAFE_API_KEY.
+    reports, and the errors this project raises. The key is $TYPESAFE_API_KEY as the environment
+    holds it now; a key given otherwise (`Settings(api_key=...)`) is one of `secrets`, as the
+    parts holding it pass it.
     """
     text = redact_key(str(text), *secrets)
     text = _URL_PASSWORD.sub(lambda match: match.group(1) + REDACTED + "@", text)
@@ -58,8 +59,9 @@ def _redacted_if_secret(parameter: re.Match) -> str:
 def redact_key(text: str, *secrets: str) -> str:
     """`text` with the API key and `secrets` replaced, in every form they may be echoed in, and
     nothing else changed."""
-    key = os.environ.get(API_KEY_ENV, "").strip()
-    for secret in (key, *secrets):
+    for secret in (api_key_in_environment(), *secrets):
+        if secret is None:
+            continue
         if len(secret) >= _SHORTEST_SECRET:
             for form in sorted(_echoed_forms(secret), key=len, reverse=True):
                 text = text.replace(form, REDACTED)

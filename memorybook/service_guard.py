@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from fastapi import HTTPException
 
-from memorybook.service_settings import TOKEN_ENV, ServiceSettings, is_loopback
+from memorybook.settings import TOKEN_ENV, Settings, is_loopback
 from memorybook.store.validation import shown
 
 HEALTH_PATH = "/health"
@@ -38,7 +38,7 @@ class Guard:
     """ASGI middleware: the checks above, around `app`. `methods_at(path)` gives the methods
     the app's routes take at a path (an empty set where no route matches)."""
 
-    def __init__(self, app, *, settings: ServiceSettings,
+    def __init__(self, app, *, settings: Settings,
                  methods_at: Callable[[str], set[str]]) -> None:
         self.app = app
         self.settings = settings

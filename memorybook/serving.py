@@ -36,13 +36,13 @@ from typing import Any, TypeVar
 
 from typesafe_sdk import SystemOneResponse
 
-from memorybook.config import REMEMBER_AT, timeout_seconds
+from memorybook.config import REMEMBER_AT
 from memorybook.gates import PendingGates
 from memorybook.in_flight import AskAsync, InFlight
 from memorybook.jev import default_jev
 from memorybook.memory import checked_remember_at
 from memorybook.redaction import redact
-from memorybook.service_settings import ServiceSettings
+from memorybook.settings import NeverType, Settings
 from memorybook.store import Memories, MemoryStore, open_store
 from memorybook.store.pending import GateRecords
 from memorybook.store.retention import HistoryEvent
@@ -61,26 +61,27 @@ class AsyncMemory:
     """A memory per customer for an asyncio app, between `start()` and `stop()` (or in
     `async with`, or as a FastAPI app's `lifespan`).
 
-    `store` is a store URL (None: $MEMORYBOOK_STORE_URL, else the SQLite default), opened with
+    `store` is a store URL (None: the settings', else the SQLite default), opened with
     `retention` and `store_options` (open_store()'s other arguments) and closed at stop; or a
     store or InMemoryMemories of the app's, which it uses and leaves open. `ask` is what asks
     Jev: a `Jev` (or anything with `ask_async`), or a function of (state, questions), async or
-    not; by default `default_jev()`. The other arguments default to the environment's settings
-    (memorybook/service_settings.py, MEMORYBOOK_TIMEOUT_SECONDS)."""
+    not; by default `default_jev()`. The other arguments default to `settings`' (by default the
+    environment's, read now: memorybook/settings.py); `wait_at_most`, to a live call's time."""
 
     def __init__(self, store: str | Memories | None = None, *, ask: Any = None,
-                 retention: timedelta | None = None, remember_at: float = REMEMBER_AT,
-                 max_in_flight: int | None = None, wait_at_most: float | None = None,
-                 sweep_every: timedelta | None = None,
+                 retention: timedelta | NeverType | None = None,
+                 remember_at: float = REMEMBER_AT, max_in_flight: int | None = None,
+                 wait_at_most: float | None = None, sweep_every: timedelta | None = None,
                  store_options: dict[str, Any] | None = None,
-                 settings: ServiceSettings | None = None) -> None:
-        settings = settings or ServiceSettings.from_environment()
+                 settings: Settings | None = None) -> None:
+        self.settings = settings = settings or Settings.from_environment()
         self._given = None if store is None or isinstance(store, str) else store
-        self.url = store if isinstance(store, str) else None
+        self.url = store if isinstance(store, str) else settings.store_url
         self.retention = settings.retention if retention is None else retention
         self.remember_at = checked_remember_at(remember_at)
         self.max_in_flight = settings.max_in_flight if max_in_flight is None else max_in_flight
-        self.wait_at_most = timeout_seconds() if wait_at_most is None else wait_at_most
+        self.wait_at_most = (settings.timeout_seconds if wait_at_most is None
+                             else wait_at_most)
         self.sweep_every = settings.sweep_every if sweep_every is None else sweep_every
         self.store_options = dict(store_options or {})
         self._asker = ask
@@ -99,7 +100,8 @@ class AsyncMemory:
         self._ask, self._ask_gate = self.in_flight.routing(ask), self.in_flight.gating(ask)
         async with contextlib.AsyncExitStack() as running:
             store = self._given or await asyncio.to_thread(
-                open_store, self.url, retention=self.retention, **self.store_options)
+                open_store, self.url, retention=self.retention, settings=self.settings,
+                **self.store_options)
             if self._given is None:
                 running.push_async_callback(asyncio.to_thread, store.close)
             for notice in getattr(store, "notices", ()):  # a new key file, say

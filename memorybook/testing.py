@@ -28,41 +28,53 @@ stand-in the test programs (memorybook/stand_in.py), with no key and no recordin
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from memorybook.config import RECORD_MODE_ENV, RECORDING_ENV, ConfigError
 from memorybook.jev import Jev, Mode
+from memorybook.settings import RECORD_MODE_ENV, RECORDING_ENV, ConfigError, Settings
 from memorybook.stand_in import MadeUpAnswerError, MadeUpJev
+
+
+def settings_for_tests() -> Settings:
+    """The environment's settings, read as a fixture needs them; an unusable one stops the run in
+    one line naming it."""
+    try:
+        return Settings.from_environment()
+    except ConfigError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 @pytest.fixture(scope="session")
 def jev_recording() -> Path:
-    """The app's recording: $MEMORYBOOK_RECORDING, unless the app's conftest overrides this
-    fixture with its own file (the usual way: a path beside the tests, committed)."""
-    named = os.environ.get(RECORDING_ENV, "").strip()
-    if not named:
+    """The app's recording: the settings' ($MEMORYBOOK_RECORDING), unless the app's conftest
+    overrides this fixture with its own file (the usual way: a path beside the tests,
+    committed)."""
+    named = settings_for_tests().recording
+    if named is None:
         raise pytest.UsageError(
             f"memorybook.testing's `jev` fixture needs the app's recording: override the "
             f"`jev_recording` fixture in conftest.py with its path, or set {RECORDING_ENV}.")
-    return Path(named)
+    return named
 
 
 @pytest.fixture(scope="session")
 def jev(jev_recording: Path) -> Jev:
-    """A Jev on the app's recording: replay; record mode with $MEMORYBOOK_RECORD_MODE=record and
-    a key (never in CI)."""
-    requested = os.environ.get(RECORD_MODE_ENV, "").strip().lower() or Mode.REPLAY
+    """A Jev on the app's recording, with the settings the environment holds when the session
+    first asks for it: replay; record mode with $MEMORYBOOK_RECORD_MODE=record and a key (never
+    in CI)."""
+    settings = settings_for_tests()
+    requested = settings.record_mode or Mode.REPLAY
     if requested not in (Mode.REPLAY, Mode.RECORD):
         raise pytest.UsageError(
-            f"{RECORD_MODE_ENV}={requested!r}: tests replay the app's recording, or record into "
-            f"it (`record`); live mode writes no recording, so nothing it asks could replay.")
+            f"{RECORD_MODE_ENV}={str(requested)!r}: tests replay the app's recording, or record "
+            f"into it (`record`); live mode writes no recording, so nothing it asks could "
+            f"replay.")
     try:
-        return Jev(jev_recording, mode=requested)
+        return Jev(jev_recording, mode=requested, settings=settings)
     except ConfigError as error:
         raise pytest.UsageError(str(error)) from None
 

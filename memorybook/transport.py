@@ -2,19 +2,22 @@
 within bounds.
 
     client = sync_client(ReplayOnlyTransport(reason, recording))  # replay: nothing is sent
-    client = sync_client(None)                                     # live, within its limits
+    client = sync_client(None, settings)                           # live, within its limits
+
+Both take their key, endpoint and limits from `settings` (memorybook/settings.py; by default the
+environment's, read when the client is made).
 
 In replay mode (memorybook/jev.py: no key, always in CI) the transport is `ReplayOnlyTransport`
 (memorybook/replay.py): nothing is sent, and a call the recording lacks is explained. Live, it
 sends through httpx2 with two limits the SDK's own transport does not have:
 
-- the whole call, retries and the waits between them included, ends within
-  $MEMORYBOOK_TIMEOUT_SECONDS: the SDK's time-out bounds each read, so an endpoint that trickles
-  a byte a second would otherwise hold a call for as long as it likes; an answer is read within
-  MAX_ANSWER_BYTES, decoded;
+- the whole call, retries and the waits between them included, ends within the settings'
+  timeout_seconds ($MEMORYBOOK_TIMEOUT_SECONDS): the SDK's time-out bounds each read, so an
+  endpoint that trickles a byte a second would otherwise hold a call for as long as it likes; an
+  answer is read within MAX_ANSWER_BYTES, decoded;
 - the API key is never sent over plain http except to this machine (127.0.0.0/8, ::1,
-  localhost), and then never through a proxy, unless $MEMORYBOOK_ALLOW_PLAIN_HTTP=1 says that
-  the network is trusted.
+  localhost), and then never through a proxy, unless allow_plain_http
+  ($MEMORYBOOK_ALLOW_PLAIN_HTTP=1) says that the network is trusted.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ import asyncio
 import ipaddress
 import json
 import logging
-import os
 import re
 import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
+from typing import ClassVar
 
 import httpx2
 from typesafe_sdk import AsyncTypeSafeClient, RetryPolicy, TypeSafeClient
@@ -40,15 +43,16 @@ from memorybook.api_errors import (
     PlainHttpRefusedError,
     ProxySettingError,
 )
-from memorybook.config import (
-    ALLOW_PLAIN_HTTP_ENV,
-    API_KEY_ENV,
-    ENDPOINT_ENV,
-    TIMEOUT_ENV,
-    timeout_seconds,
-)
 from memorybook.redaction import redact, redact_key
 from memorybook.replay import ReplayOnlyTransport
+from memorybook.settings import (
+    ALLOW_PLAIN_HTTP_ENV,
+    ENDPOINT_ENV,
+    PROXY_VARIABLES,
+    TIMEOUT_ENV,
+    Settings,
+    proxy_variables,
+)
 
 # The SDK sends this header on every retry of a call, never on its first attempt: it tells this
 # transport which requests belong to the call whose time is running.
@@ -66,28 +70,34 @@ _DECOMPRESSORS = {
 }
 
 
-def client_settings() -> dict:
-    """What the clients, sync and async, are made with: the official page's settings, read from
-    the environment, and $MEMORYBOOK_TIMEOUT_SECONDS for the whole call."""
+def client_settings(settings: Settings | None = None) -> dict:
+    """What the clients, sync and async, are made with: the official page's key and endpoint,
+    and the time limit of the whole call, from `settings` (by default the environment's)."""
+    settings = settings or Settings.from_environment()
     return dict(
-        api_key=os.environ.get(API_KEY_ENV, "").strip() or "cache-only",
-        base_url=os.environ.get(ENDPOINT_ENV) or None,  # None: the SDK's default endpoint
-        timeout=timeout_seconds(),
+        api_key=settings.api_key or "cache-only",
+        base_url=settings.endpoint,  # None: the SDK's default endpoint
+        timeout=settings.timeout_seconds,
         # The SDK waits for a retry only if the wait ends within the call's time.
-        retry=RetryPolicy(timeout=min(timeout_seconds(), RetryPolicy().timeout)),
+        retry=RetryPolicy(timeout=min(settings.timeout_seconds, RetryPolicy().timeout)),
     )
 
 
-def sync_client(replay: ReplayOnlyTransport | None) -> TypeSafeClient:
+def sync_client(replay: ReplayOnlyTransport | None,
+                settings: Settings | None = None) -> TypeSafeClient:
     """An SDK client with `client_settings()`: through `replay`, or live (`LiveTransport`)."""
-    return TypeSafeClient(**client_settings(), transport=replay or LiveTransport(timeout_seconds()))
+    settings = settings or Settings.from_environment()
+    return TypeSafeClient(**client_settings(settings),
+                          transport=replay or LiveTransport(settings=settings))
 
 
-def async_client(replay: ReplayOnlyTransport | None) -> AsyncTypeSafeClient:
+def async_client(replay: ReplayOnlyTransport | None,
+                 settings: Settings | None = None) -> AsyncTypeSafeClient:
     """`sync_client()` for asyncio: the same settings and transport, whose work (a replay-only
     refusal, or a live call within its limits) runs in a worker thread."""
-    transport = replay or LiveTransport(timeout_seconds())
-    return AsyncTypeSafeClient(**client_settings(), transport=InWorkerThread(transport))
+    settings = settings or Settings.from_environment()
+    transport = replay or LiveTransport(settings=settings)
+    return AsyncTypeSafeClient(**client_settings(settings), transport=InWorkerThread(transport))
 
 
 class ClientOnFirstUse:
@@ -150,17 +160,27 @@ class LiveTransport(httpx2.BaseTransport):
     An endpoint's status line goes on without the key, and the log lines of the libraries
     under this transport, which quote what the endpoint sent, are written without it and
     without the bodies sent and received (``SecretsOutOfLogs``).
+
+    `seconds` (by default the settings' timeout_seconds), the key to keep out of what comes
+    back and whether plain http may go anywhere come from `settings` (by default the
+    environment's, read when the transport is made).
     """
 
-    def __init__(self, seconds: float, *, max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float | None = None, *,
+                 max_answer_bytes: int = MAX_ANSWER_BYTES,
+                 settings: Settings | None = None) -> None:
+        settings = settings or Settings.from_environment()
+        self.seconds = settings.timeout_seconds if seconds is None else seconds
         self.max_answer_bytes = max_answer_bytes
+        self.allow_plain_http = settings.allow_plain_http
+        self._key = settings.api_key or ""
         self._tls = httpx2.create_ssl_context()  # made once: it reads the certificate store
         self._call = threading.local()
-        SecretsOutOfLogs.install()
+        SecretsOutOfLogs.install(settings.api_key)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        _refuse_plain_http_off_this_machine(request.url)
+        if not self.allow_plain_http:
+            _refuse_plain_http_off_this_machine(request.url)
         now = time.monotonic()
         if SDK_RETRY_HEADER not in request.headers or not hasattr(self._call, "deadline"):
             self._call.deadline = now + self.seconds
@@ -195,17 +215,18 @@ class LiveTransport(httpx2.BaseTransport):
             raise self._timed_out(request)
         # Without the key in any header the server echoed it in (an SDK error quotes the
         # request id header, say); the body is decoded here, so without its encoding and length.
-        headers = httpx2.Headers([(name, redact_key(value)) for name, value in
+        key = self._key
+        headers = httpx2.Headers([(name, redact_key(value, key)) for name, value in
                                   response.headers.multi_items()
                                   if name.lower() not in ("content-encoding", "content-length")
-                                  and redact_key(name) == name])  # a name holding it goes
+                                  and redact_key(name, key) == name])  # a name holding it goes
         extensions = {name: response.extensions[name] for name in ("http_version", "reason_phrase")
                       if name in response.extensions}
         if "reason_phrase" in extensions:  # bytes; HTTP's own text is Latin-1
             extensions["reason_phrase"] = redact_key(
-                extensions["reason_phrase"].decode("latin-1")).encode("latin-1", "replace")
+                extensions["reason_phrase"].decode("latin-1"), key).encode("latin-1", "replace")
         return httpx2.Response(response.status_code, headers=headers,
-                               content=_without_the_key(body), extensions=extensions)
+                               content=_without_the_key(body, key), extensions=extensions)
 
     def _client(self, direct: bool) -> httpx2.Client:
         """An httpx2 client: through the environment's proxies, unless `direct`."""
@@ -232,22 +253,28 @@ class SecretsOutOfLogs(logging.Filter):
     - the bodies the SDK logs at DEBUG, both ways: a request's is the state, a ticket's words
       included, and an error's may quote it. Their size is logged in their place.
 
-    A logger's filter sees only its own records, so each logger is named."""
+    A logger's filter sees only its own records, so each logger is named. The keys taken out are
+    $TYPESAFE_API_KEY, as redact_key() finds it, and every key a client was given
+    (`install(key)`), whatever its settings were read from."""
 
     LOGGERS = ("httpx2", "typesafe_sdk", *(f"httpcore2.{name}" for name in (
         "connection", "http11", "http2", "proxy", "socks")))
+    keys: ClassVar[set[str]] = set()  # the keys installed so far, for every logger's filter
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, dict) and isinstance(record.args.get("body"), bytes | str):
             record.args = {**record.args, "body": _NotLogged(len(record.args["body"]))}
         message = record.getMessage()
-        redacted = redact_key(message)
+        redacted = redact_key(message, *self.keys)
         if redacted != message:
             record.msg, record.args = redacted, None
         return True
 
     @classmethod
-    def install(cls) -> None:
+    def install(cls, key: str | None = None) -> None:
+        """The filter on each of LOGGERS (once), taking `key` out too from now on."""
+        if key:
+            cls.keys.add(key)
         for name in cls.LOGGERS:
             logger = logging.getLogger(name)
             if not any(isinstance(known, cls) for known in logger.filters):
@@ -330,12 +357,12 @@ def _read_answer(response: httpx2.Response, url: httpx2.URL, max_bytes: int) -> 
     return bytes(body)
 
 
-def _without_the_key(body: bytes) -> bytes:
-    """The body with any echo of the API key taken out, so that no SDK error can quote it and
-    no answer can carry it into a recording: in the text as sent, and as it reads once its JSON
-    escapes are decoded (any character may be written \\u0073...), JSON or not. A body that is
-    not UTF-8 text (UTF-16, say, which hides the key between NUL bytes) is not passed on: only
-    its size."""
+def _without_the_key(body: bytes, key: str) -> bytes:
+    """The body with any echo of the API key (`key`, and $TYPESAFE_API_KEY) taken out, so that
+    no SDK error can quote it and no answer can carry it into a recording: in the text as sent,
+    and as it reads once its JSON escapes are decoded (any character may be written
+    \\u0073...), JSON or not. A body that is not UTF-8 text (UTF-16, say, which hides the key
+    between NUL bytes) is not passed on: only its size."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -348,19 +375,18 @@ def _without_the_key(body: bytes) -> bytes:
         data, is_json = None, False
     unescaped = (json.dumps(data, ensure_ascii=False) if is_json
                  else _JSON_ESCAPE.sub(lambda match: chr(int(match.group(1), 16)), text))
-    cleaned = redact_key(unescaped)
+    cleaned = redact_key(unescaped, key)
     if cleaned != unescaped:  # written back in ASCII, so that a lone surrogate cannot fail it
         return (json.dumps(json.loads(cleaned), ensure_ascii=True).encode() if is_json
                 else cleaned.encode("utf-8", errors="backslashreplace"))
-    cleaned = redact_key(text)
+    cleaned = redact_key(text, key)
     return body if cleaned == text else cleaned.encode("utf-8")
 
 
 def _refuse_plain_http_off_this_machine(url: httpx2.URL) -> None:
-    """Raise `PlainHttpRefusedError` for plain http to another machine, unless allowed."""
+    """Raise `PlainHttpRefusedError` for plain http to another machine (the caller lets it
+    through when the settings allow plain http)."""
     if url.scheme != "http" or _is_this_machine(url.host):
-        return
-    if os.environ.get(ALLOW_PLAIN_HTTP_ENV, "").strip() == "1":
         return
     raise PlainHttpRefusedError(
         f"refused to send the API key over plain http to {_origin(url)}, where anyone on the way "
@@ -370,18 +396,15 @@ def _refuse_plain_http_off_this_machine(url: httpx2.URL) -> None:
     )
 
 
-_PROXY_SETTINGS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
-
-
 def _unusable_proxy(error: Exception) -> str:
     """One sentence naming the proxy setting the client could not use, and what to do."""
-    for name, value in os.environ.items():
+    for name, value in proxy_variables().items():
         scheme = value.strip().partition("://")[0].lower() if "://" in value else ""
-        if name.upper() in _PROXY_SETTINGS and scheme not in ("", "http", "https"):
+        if scheme not in ("", "http", "https"):
             return (f"cannot send through the proxy {name}={redact(value.strip())}: the "
                     f"collection's client uses only http:// and https:// proxies, not {scheme}://; "
                     f"set {name} to an http:// proxy, or unset it")
-    return (f"cannot use the proxy settings ({', '.join(_PROXY_SETTINGS)}): "
+    return (f"cannot use the proxy settings ({', '.join(PROXY_VARIABLES)}): "
             f"{' '.join(redact(error).split())}")
 
 

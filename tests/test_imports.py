@@ -65,15 +65,17 @@ def test_an_app_that_uses_only_the_store_loads_neither_the_sdk_nor_the_client():
             "print(sorted({name.split('.')[0] for name in sys.modules} & "
             "{'typesafe_sdk', 'httpx2', 'pydantic', 'cooksafe'}), "
             "sorted(name for name in sys.modules if name.startswith('memorybook.')"
-            " and not name.startswith(('memorybook.store', 'memorybook.errors'))))")
+            " and not name.startswith(('memorybook.store', 'memorybook.errors',"
+            " 'memorybook.settings'))))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["[]", "[]"], (
         "`from memorybook.store import open_store` loaded these (SDK and client packages, then "
-        f"memorybook's modules beyond the store): {result.stdout.strip()}. The store must not "
-        "need them: keep memorybook/__init__.py lazy (names listed in __init__.pyi) and import "
-        "them inside memorybook/store/ only where a call needs them")
+        f"memorybook's modules beyond the store and its settings): {result.stdout.strip()}. The "
+        "store must not need them: keep memorybook/__init__.py lazy (names listed in "
+        "__init__.pyi), memorybook/settings.py on the standard library alone, and import them "
+        "inside memorybook/store/ only where a call needs them")
 
 
 def test_the_model_is_pinned_once():

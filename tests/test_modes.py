@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 
 import pytest
 
@@ -13,7 +14,7 @@ import memorybook
 from memorybook import ConfigError, MemorybookError, Mode, RecordingMissError
 from memorybook.config import RECORDING_PATH
 from memorybook.example import ROUTE, later_state
-from tests.helpers import COMMITTED_RECORDING, fresh_jev
+from tests.helpers import COMMITTED_RECORDING, REPO_ROOT, fresh_jev
 from tools.loopback_server import LoopbackSystemOne
 
 KEY = "mode-test-key-91f3"
@@ -143,3 +144,67 @@ def test_threads_asking_first_together_share_one_jev_and_its_cache():
         f"{len(made)} objects were made for threads asking first together: the example's Jev "
         f"must be made once (made_once(), memorybook/jev.py), or a call one Jev recorded is "
         f"asked live again by the other")
+
+
+# -- README.md's table of modes ---------------------------------------------------------------
+
+# When choose_mode() (memorybook/jev.py) picks each mode by itself, as README.md's table says in
+# its "when" column: a mode added to Mode needs its cases here and its row there.
+MODE_CASES = {
+    Mode.REPLAY: [{}, {"recording": "app.json"}, {"api_key": KEY, "in_ci": True},
+                  {"api_key": KEY, "in_ci": True, "recording": "app.json"}],
+    Mode.RECORD: [{"api_key": KEY, "recording": "app.json"}],
+    Mode.LIVE: [{"api_key": KEY}],
+}
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def readme_modes() -> dict[str, str]:
+    """README.md's table of a Jev's modes: {mode: when it is chosen}."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    header = "| mode | when | a call the recording lacks | writes |"
+    assert header in readme, (
+        f"README.md lost its table of modes ({header!r}, in 'Use it in an app'): "
+        "tests/test_modes.py checks it against memorybook.jev.Mode and choose_mode()")
+    rows = {}
+    for line in readme.split(header + "\n", 1)[1].splitlines()[1:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1]
+    counted = re.search(r"A `Jev` has (\w+)\s+modes", readme)
+    assert counted and counted.group(1) == NUMBER_WORDS.get(len(rows)), (
+        f"README.md says a Jev has {counted and counted.group(1)} modes above a table of "
+        f"{len(rows)}: make them agree")
+    return rows
+
+
+def test_the_readmes_table_of_modes_is_every_mode_a_jev_has(monkeypatch):
+    from memorybook.settings import Settings
+
+    listed = readme_modes()
+    assert list(listed) == list(Mode), (
+        f"README.md's table of modes lists {list(listed)}, memorybook.jev.Mode has "
+        f"{[mode.value for mode in Mode]}: give each mode its row there ('Use it in an app': "
+        "when, a call the recording lacks, writes), in Mode's order, and no other")
+    for name in listed:
+        monkeypatch.setenv("MEMORYBOOK_RECORD_MODE", name)
+        assert Settings.from_environment().record_mode == name, (
+            f"MEMORYBOOK_RECORD_MODE={name}, which the README lists, is not taken "
+            "(checked_mode() in memorybook/settings.py)")
+
+
+def test_choose_mode_picks_each_mode_where_the_readme_says():
+    from memorybook.jev import choose_mode
+    from memorybook.settings import Settings
+
+    assert set(MODE_CASES) == set(Mode) == set(readme_modes()), (
+        f"tests/test_modes.py's MODE_CASES must say, for each mode of memorybook.jev.Mode and "
+        f"README.md's table, when choose_mode() picks it: it has {sorted(MODE_CASES)}")
+    for mode, cases in MODE_CASES.items():
+        for case in cases:
+            chosen, _, _ = choose_mode(None, None, settings=Settings(**case))
+            assert chosen is mode, (
+                f"with {case} choose_mode() picks {chosen}, where README.md's table says "
+                f"{mode} ({readme_modes()[mode]!r}): correct choose_mode() in "
+                "memorybook/jev.py, or the table")

@@ -87,9 +87,9 @@ def run_live(server: LoopbackSystemOne, tmp_path: Path, monkeypatch,
     official = recordings / "json_cache.json"
     shutil.copyfile(RECORDING_PATH, official)
     helpers.live_jev(monkeypatch, server.base_url, "dummy", official)  # next_steps_jev() anew
-    # next_steps.json beside the recording in use, as importing next_steps in a process with
-    # $MEMORYBOOK_RECORDING set fixes it (the module is imported once here, before that)
-    monkeypatch.setattr(next_steps, "NEXT_STEPS_RECORDING", recordings / "next_steps.json")
+    assert next_steps.next_steps_recording() == recordings / "next_steps.json", (
+        "the next steps' recording must be next_steps.json beside the recording the settings "
+        "name when it is first used, not when the module was imported (memorybook/next_steps.py)")
     result = steps_used(next_steps)
     assert official.read_bytes() == COMMITTED_RECORDING, "the official recording was written"
     assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING
@@ -109,7 +109,7 @@ def test_selecting_sends_only_the_memories_judged_relevant(server, tmp_path, mon
                              ("T-3", "again SYNTHETIC-YES:relevant")]:
             memories.save("C-1042", memory_like(0, ticket, text))
         steps.ask_with_relevant_memory(later_state("C-1042", 0), ROUTE, memories=memories)
-        return len(json.loads(steps.NEXT_STEPS_RECORDING.read_text(encoding="utf-8")))
+        return len(json.loads(steps.next_steps_recording().read_text(encoding="utf-8")))
 
     recorded = run_live(server, tmp_path, monkeypatch, select)
     bodies = posted(server)
@@ -262,10 +262,11 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
 
 
 def test_notebook_7_names_in_its_metadata_the_recording_it_records_into():
-    from memorybook.next_steps import NEXT_STEPS_RECORDING
+    from memorybook.next_steps import next_steps_recording
+    from memorybook.settings import Settings
 
     said = notebook("07")["metadata"]["memorybook"]["records_into"]
-    assert said == NEXT_STEPS_RECORDING.relative_to(REPO_ROOT).as_posix()
+    assert said == next_steps_recording(Settings()).relative_to(REPO_ROOT).as_posix()
 
 
 def test_the_notebook_shows_no_next_step_answer_and_says_so():

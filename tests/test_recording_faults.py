@@ -428,14 +428,16 @@ def test_a_good_timeout_setting_is_used(monkeypatch):
     assert timeout_seconds() == 120
 
 
-def test_a_bad_timeout_stops_the_first_live_call_with_a_clear_error(tmp_path, monkeypatch):
+def test_a_bad_timeout_stops_the_jev_being_made_with_a_clear_error(tmp_path, monkeypatch):
+    # Settings are read once, when the Jev is made (memorybook/settings.py): a bad one stops it
+    # there, before any call could be sent.
     empty = tmp_path / "json_cache.json"
     empty.write_text("{}", encoding="utf-8")
-    jev = fresh_jev(monkeypatch, TYPESAFE_API_KEY="sk-test", MEMORYBOOK_LIVE_IN_CI="1",
-                    MEMORYBOOK_TIMEOUT_SECONDS="abc", MEMORYBOOK_RECORDING=str(empty))
     with pytest.raises(ConfigError, match="MEMORYBOOK_TIMEOUT_SECONDS='abc' is not a positive "
                                           "number"):
-        jev.ask(later_state("C-1042", 0), EXAMPLE_ROUTE)
+        fresh_jev(monkeypatch, TYPESAFE_API_KEY="sk-test", MEMORYBOOK_LIVE_IN_CI="1",
+                  MEMORYBOOK_TIMEOUT_SECONDS="abc", MEMORYBOOK_RECORDING=str(empty))
+    assert empty.read_text(encoding="utf-8") == "{}"
 
 
 def test_a_live_answer_that_fails_the_checks_is_not_recorded(tmp_path):

@@ -38,8 +38,8 @@ from memorybook.memory import InMemoryMemories
 from memorybook.recording import RecordingError
 from memorybook.replay import RecordingMissError
 from memorybook.service import create_app
-from memorybook.service_settings import ServiceSettings
 from memorybook.service_settings import main as service_settings_main
+from memorybook.settings import Settings
 from tests.helpers import REPO_ROOT, serving_alone_noted, serving_alone_refused, talk
 
 JSON = {"Content-Type": "application/json"}
@@ -679,7 +679,7 @@ def test_with_a_token_every_request_needs_it_and_it_never_shows(tmp_path, monkey
     for answer in (*refused, taken, listed):
         assert TOKEN not in answer.text and TOKEN not in str(answer.headers)
     assert TOKEN not in caplog.text
-    assert TOKEN not in repr(ServiceSettings.from_environment())
+    assert TOKEN not in repr(Settings.from_environment())
 
 
 def test_a_request_that_would_wait_longer_than_a_live_call_may_take_is_a_503_changing_nothing(
@@ -695,7 +695,7 @@ def test_a_request_that_would_wait_longer_than_a_live_call_may_take_is_a_503_cha
         return await jev.ask_async(state, questions)
 
     app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=ask,
-                     settings=ServiceSettings(max_in_flight=1))
+                     settings=Settings.from_environment(max_in_flight=1))
 
     async def requests(http):
         held["release"] = asyncio.Event()
@@ -826,7 +826,7 @@ class Clock:
 def test_expired_memories_are_never_recalled_and_are_swept_on_a_schedule(tmp_path):
     clock = Clock()
     app, _ = service(tmp_path, retention=timedelta(days=30), store_options={"clock": clock},
-                     settings=ServiceSettings(sweep_every=timedelta(seconds=0.05)))
+                     settings=Settings.from_environment(sweep_every=timedelta(seconds=0.05)))
 
     async def requests(http):
         async def listed():
@@ -999,8 +999,6 @@ def test_the_token_is_in_the_schema_when_set(tmp_path, monkeypatch):
 
 
 def test_the_service_asks_jev_at_most_max_in_flight_at_once_replies_before_gates(tmp_path):
-    from memorybook.service_settings import ServiceSettings
-
     asked, now = [], {"in flight": 0, "most": 0}
 
     async def slow_jev(state: dict, questions: dict):
@@ -1014,7 +1012,7 @@ def test_the_service_asks_jev_at_most_max_in_flight_at_once_replies_before_gates
             now["in flight"] -= 1
 
     app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=slow_jev,
-                     settings=ServiceSettings.from_environment(max_in_flight=2))
+                     settings=Settings.from_environment(max_in_flight=2))
 
     async def requests(http):
         answers = await asyncio.gather(*(http.post("/tickets", json=ticket(f"C-{n}", "T-1"))
@@ -1032,8 +1030,6 @@ def test_the_service_asks_jev_at_most_max_in_flight_at_once_replies_before_gates
 
 
 def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
-    from memorybook.service_settings import ServiceSettings
-
     released = asyncio.Event()
 
     async def hanging_gates(state: dict, questions: dict):
@@ -1042,7 +1038,7 @@ def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
         return await MadeUpJev(made_up).ask_async(state, questions)
 
     app = create_app(f"sqlite:///{tmp_path / 'store.sqlite3'}", ask=hanging_gates,
-                     settings=ServiceSettings.from_environment(max_in_flight=3))
+                     settings=Settings.from_environment(max_in_flight=3))
 
     async def requests(http):
         try:

@@ -17,7 +17,6 @@ import functools
 import hashlib
 import inspect
 import json
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,10 +24,11 @@ from pathlib import Path
 from cooksafe import JsonCache
 from cooksafe.cache import MAX_KEY_CHARS
 
-from memorybook.config import USAGE_LOG_ENV, recording_path, restore_hint, shown_path
+from memorybook.config import recording_path, restore_hint, shown_path
 from memorybook.recording.checks import answer_problem
 from memorybook.recording.file import RecordingError, append_entries, read_recording, shown_key
 from memorybook.recording.state_parts import describe_call
+from memorybook.settings import Settings
 
 
 def cooksafe_key(name: str, args: tuple, kwargs: dict) -> str:
@@ -93,10 +93,10 @@ class CheckedJsonCache(JsonCache):
 
     @property
     def usage_log(self) -> Path | None:
-        """Where lookups are noted: as given, else $MEMORYBOOK_USAGE_LOG at the first lookup."""
+        """Where lookups are noted: as given, else the environment's settings' at the first
+        lookup ($MEMORYBOOK_USAGE_LOG)."""
         if self._usage_log is FROM_THE_ENVIRONMENT:
-            log = os.environ.get(USAGE_LOG_ENV, "").strip()
-            self._usage_log = Path(log) if log else None
+            self._usage_log = Settings.from_environment().usage_log
         return self._usage_log
 
     @property
@@ -209,8 +209,13 @@ def check_answer(entry: object, request: tuple[str, str, str], *, key: str, path
                          logged=said(describe_call(state, questions, words=False)))
 
 
-def open_recording(path: Path | None = None) -> CheckedJsonCache:
-    """The cache on the recording (by default $MEMORYBOOK_RECORDING, else the committed
-    json_cache/json_cache.json): read at its first lookup with clear errors, checked
-    answers, safe writes."""
-    return CheckedJsonCache(path)
+def open_recording(path: Path | None = None, *,
+                   settings: Settings | None = None) -> CheckedJsonCache:
+    """The cache on the recording (by default the settings': $MEMORYBOOK_RECORDING, else the
+    committed json_cache/json_cache.json): read at its first lookup with clear errors, checked
+    answers, safe writes. With `settings`, lookups are noted in their usage_log; without, in
+    the environment's at the first lookup."""
+    if settings is None:
+        return CheckedJsonCache(path)
+    return CheckedJsonCache(recording_path(settings) if path is None else path,
+                            usage_log=settings.usage_log)

@@ -17,11 +17,12 @@ as answers); every request passes the guard first (memorybook/service_guard.py);
 the id rule and every status answered are in
 memorybook/service_models.py and `/openapi.json`.
 
-Running it. The environment sets it up: TYPESAFE_API_KEY (none: replay only) and
-TYPESAFE_ENDPOINT; MEMORYBOOK_STORE_URL (by default a SQLite file in .memorybook/ of the nearest
-folder holding a pyproject.toml, else the working one) and MEMORYBOOK_STORE_KEY (PostgreSQL needs
-it; SQLite makes a key file beside the database and logs where: back it up with it);
-MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the settings in service_settings.py.
+Running it. Its settings (memorybook/settings.py; README.md's table lists each variable) come
+from the environment when the app is made, unless given: TYPESAFE_API_KEY (none: replay only)
+and TYPESAFE_ENDPOINT; MEMORYBOOK_STORE_URL (by default a SQLite file in .memorybook/ of the
+nearest folder holding a pyproject.toml, else the working one) and MEMORYBOOK_STORE_KEY
+(PostgreSQL needs it; SQLite makes a key file beside the database and logs where: back it up with
+it); MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the service's own.
 - It asks Jev live or replays a recording, never records: that would keep each ticket's words
   in the recording, in clear, so a start in record mode is refused.
 - Replicas share a PostgreSQL store; a process holds at most twice MEMORYBOOK_MAX_IN_FLIGHT

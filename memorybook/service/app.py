@@ -18,27 +18,28 @@ from memorybook.example import ROUTE
 from memorybook.service.routes import router
 from memorybook.service_guard import Guard
 from memorybook.service_models import CUSTOMER_ID_RULE, TicketState, first_error, refused_id
-from memorybook.service_settings import ServiceSettings, jev_to_serve
+from memorybook.service_settings import jev_to_serve
 from memorybook.serving import AsyncMemory
+from memorybook.settings import NeverType, Settings
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
 
 
-def create_app(store_url: str | None = None, *, retention: timedelta | None = None,
-               ask: Any = None, settings: ServiceSettings | None = None,
+def create_app(store_url: str | None = None, *, retention: timedelta | NeverType | None = None,
+               ask: Any = None, settings: Settings | None = None,
                store_options: dict[str, Any] | None = None,
                questions: dict | None = None) -> FastAPI:
     """The memory service, on an AsyncMemory started and stopped with it: its store at
-    `store_url` (else $MEMORYBOOK_STORE_URL, else the SQLite default), with `retention` (None:
-    the settings') and `store_options` (open_store()'s other arguments: timeout=, clock=, ...).
-    `ask` is what asks Jev: by default `jev_to_serve()` (memorybook/service_settings.py: live
-    with a key, else replaying a recording read here; a recording that cannot be used raises
-    RecordingError, record mode ConfigError); a stand-in in a unit test. `settings`: who may
-    reach it, body limit, sweep interval, requests to Jev at once (by default from the
-    environment). `questions`: what POST asks Jev about each ticket (by default the example's
-    ROUTE)."""
-    settings = settings or ServiceSettings.from_environment()
-    memory = AsyncMemory(store_url, ask=jev_to_serve() if ask is None else ask,
+    `store_url` (else the settings', else the SQLite default), with `retention` (None: the
+    settings'; NEVER: kept until erased) and `store_options` (open_store()'s other arguments:
+    timeout=, clock=, ...). `ask` is what asks Jev: by default `jev_to_serve()`
+    (memorybook/service_settings.py: live with a key, else replaying a recording read here; a
+    recording that cannot be used raises RecordingError, record mode ConfigError); a stand-in in
+    a unit test. `settings` (memorybook/settings.py): who may reach it, body limit, sweep
+    interval, store, key, time limits (by default the environment's, read now). `questions`:
+    what POST asks Jev about each ticket (by default the example's ROUTE)."""
+    settings = settings or Settings.from_environment()
+    memory = AsyncMemory(store_url, ask=jev_to_serve(settings) if ask is None else ask,
                          retention=retention, settings=settings, store_options=store_options)
 
     @contextlib.asynccontextmanager

@@ -33,6 +33,7 @@ from memorybook.recording import RecordingError
 from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
 from memorybook.service_models import flat, one_line
+from memorybook.settings import Settings
 from memorybook.store import (
     DamagedMemoryError,
     MemoryNotFoundError,
@@ -63,9 +64,10 @@ async def answered(call: Awaitable[T], *, not_found: str = "") -> T:
         raise HTTPException(503, str(error), headers=RETRY_SOON) from None
 
 
-def routing_failed(error: Exception, state: dict) -> JSONResponse:
+def routing_failed(error: Exception, state: dict, settings: Settings) -> JSONResponse:
     """POST /tickets's answer when routing `state` failed with `error` (re-raised when it is
-    none the service answers: a bug, which the server's 500 and log show)."""
+    none the service answers: a bug, which the server's 500 and log show); `settings` name the
+    endpoint a failed live call went to."""
     ticket, customer = shown(state["ticket"]["id"]), state["customer"]["id"]
     if isinstance(error, WaitedTooLong):
         return JSONResponse({"detail": str(error)}, status_code=503, headers=RETRY_SOON)
@@ -92,7 +94,8 @@ def routing_failed(error: Exception, state: dict) -> JSONResponse:
         # What failed, redacted, for whoever runs the service, without what the API said, which
         # may quote the ticket; the client gets no endpoint, header or text of the upstream's.
         log.error("routing ticket %s of customer %s failed: %s", ticket, customer,
-                  " ".join(describe_api_failure(error, quoting_the_api=False).splitlines()))
+                  " ".join(describe_api_failure(error, quoting_the_api=False,
+                                                settings=settings).splitlines()))
         return JSONResponse({"detail": jev_failed(error)}, status_code=502)
     raise error
 

@@ -66,7 +66,7 @@ async def route_ticket(request: Request, memory: HeldMemory,
     try:
         response = await memory.ask(state, questions)
     except Exception as error:  # noqa: BLE001 - what the service does not answer is re-raised
-        return routing_failed(error, state)
+        return routing_failed(error, state, memory.settings)
     return JSONResponse(response.model_dump(mode="json"))
 
 

@@ -10,7 +10,8 @@
                                           # (and .unreadable: damaged rows deleted too)
         store.forget_customer("C-1042")   # erase every memory of the customer; returns them
         store.history("C-1042")           # what happened to them: event, ticket id, time
-        store.sweep()                     # delete expired memories (open_store(retention=...))
+        store.sweep()                     # delete expired memories (open_store(retention=...);
+                                          # NEVER, the default, keeps them until forgotten)
         gate = store.record_gate("C-1042", memory)  # a gate still to run (GateRecords)
         store.settle_gate(gate, keep=True)          # its verdict: saved as its record goes
 
@@ -33,7 +34,7 @@ from memorybook.store.postgres import (
     POSTGRES_LOCK_TIMEOUT_SECONDS,
     PostgresMemoryStore,
 )
-from memorybook.store.retention import EVENTS, HistoryEvent, system_clock
+from memorybook.store.retention import EVENTS, NEVER, HistoryEvent, system_clock
 from memorybook.store.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, SQLiteMemoryStore
 from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import (
@@ -54,6 +55,7 @@ __all__ = [
     "MAX_MEMORIES_PER_CUSTOMER",
     "MAX_MEMORY_BYTES",
     "MAX_MEMORY_NESTING",
+    "NEVER",
     "POSTGRES_CONNECT_TIMEOUT_SECONDS",
     "POSTGRES_LOCK_TIMEOUT_SECONDS",
     "SQLITE_BUSY_TIMEOUT_SECONDS",

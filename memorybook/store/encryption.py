@@ -15,15 +15,17 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from memorybook.settings import STORE_KEY_ENV as STORE_KEY_ENV
+from memorybook.settings import Settings
 from memorybook.store.validation import MAX_MEMORY_NESTING, MemoryStoreKeyError, UnreadableMemory
 
-STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
 NEW_KEY_COMMAND = (
     'python -c "import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"'
 )
@@ -130,18 +132,33 @@ def _derive(store_key: bytes, purpose: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=purpose).derive(store_key)
 
 
+@dataclass(frozen=True)
+class StoreKey:
+    """A store key as open_store() hands it on from its settings: the key (None: the settings
+    have none) and where it came from, for messages (``$MEMORYBOOK_STORE_KEY``). Its repr shows
+    only where."""
+
+    text: str | bytes | None = field(repr=False)
+    source: str
+
+
 def resolve_key(
-    key: str | bytes | None, location: str, otherwise: Callable[[], bytes]
+    key: str | bytes | StoreKey | None, location: str, otherwise: Callable[[], bytes]
 ) -> bytes:
-    """The store key: the ``key`` argument, else ``$MEMORYBOOK_STORE_KEY``, else ``otherwise()``.
+    """The store key: the ``key`` argument, else the settings' (a ``StoreKey`` from open_store();
+    for a store made directly, the environment's, read now: ``$MEMORYBOOK_STORE_KEY``), else
+    ``otherwise()``.
 
     ``otherwise`` is the backend's own way: the key file of a SQLite store, or an error.
     """
-    if key is not None:
-        return parse_key(key, "the key argument", location)
-    if os.environ.get(STORE_KEY_ENV):
-        return parse_key(os.environ[STORE_KEY_ENV], f"${STORE_KEY_ENV}", location)
-    return otherwise()
+    if key is None:
+        settings = Settings.from_environment()
+        key = StoreKey(settings.store_key, settings.source("store_key"))
+    elif not isinstance(key, StoreKey):
+        key = StoreKey(key, "the key argument")
+    if key.text is None:
+        return otherwise()
+    return parse_key(key.text, key.source, location)
 
 
 def parse_key(key: str | bytes, source: str, location: str) -> bytes:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from memorybook.settings import Settings
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore, MemoryStore
+from memorybook.store.encryption import StoreKey
 from memorybook.store.postgres import PostgresMemoryStore
-from memorybook.store.retention import Clock
+from memorybook.store.retention import Clock, Retention
 from memorybook.store.sqlite import SQLiteMemoryStore
 from memorybook.store.urls import STORE_URL_ENV, redacted
 from memorybook.store.validation import MemoryStoreError, shown
@@ -30,32 +30,40 @@ def open_store(
     key: str | bytes | None = None,
     max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
     timeout: float | None = None,
-    retention: timedelta | None = None,
+    retention: Retention | None = None,
     clock: Clock | None = None,
+    settings: Settings | None = None,
 ) -> MemoryStore:
     """Open the memory store at ``url``.
 
     ``url``'s scheme names the backend (``BACKENDS``): ``sqlite:///relative/path.sqlite3``
     (relative to the working directory), ``sqlite:////absolute/path.sqlite3`` or
-    ``postgresql://user@host:port/database``. It defaults to ``$MEMORYBOOK_STORE_URL``, then to
+    ``postgresql://user@host:port/database``. It defaults to the settings' (``settings``, by
+    default the environment's when the store is opened: ``$MEMORYBOOK_STORE_URL``), then to
     ``.memorybook/memories.sqlite3`` in the repository root (the nearest folder at or above the
     working directory holding ``pyproject.toml``). ``key``
-    defaults to ``$MEMORYBOOK_STORE_KEY``; without either, a SQLite store keeps its key in a
-    file beside the database (``<database>.key``), made at the first open and named in the
-    store's ``notices``: back it up with the database, which nobody can read without it.
+    defaults to the settings' (``$MEMORYBOOK_STORE_KEY``); without either, a SQLite store keeps
+    its key in a file beside the database (``<database>.key``), made at the first open and named
+    in the store's ``notices``: back it up with the database, which nobody can read without it.
     ``max_memories`` is the per-customer cap of this store
     object. ``timeout`` is how many seconds a call waits for a lock held elsewhere before it fails
     (default: 30 on SQLite, 20 on PostgreSQL). ``retention`` is how long a memory saved without
-    its own ``expires_at`` lasts (default: until forgotten); ``clock`` gives the store the time
-    as an aware datetime (default: the system's, in UTC).
+    its own ``expires_at`` lasts, or ``NEVER`` (until forgotten); None (the default) takes the
+    settings' (``$MEMORYBOOK_RETENTION_DAYS``, else ``NEVER``). ``clock`` gives the store the
+    time as an aware datetime (default: the system's, in UTC).
     """
+    settings = settings or Settings.from_environment()
     options: dict[str, Any] = {
-        "key": key, "max_memories": max_memories, "retention": retention, "clock": clock
+        "key": StoreKey(settings.store_key, settings.source("store_key")) if key is None
+        else key,
+        "max_memories": max_memories,
+        "retention": settings.retention if retention is None else retention,
+        "clock": clock,
     }
     if timeout is not None:
         options["timeout"] = timeout
     if url is None:
-        url = os.environ.get(STORE_URL_ENV) or None
+        url = settings.store_url
     if url is None:
         path = _repo_root(Path.cwd()) / DEFAULT_STORE_PATH
         _create_private_folder(path.parent)

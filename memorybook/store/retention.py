@@ -10,6 +10,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+from memorybook.settings import MAX_RETENTION as MAX_RETENTION
+from memorybook.settings import NEVER, NeverType
 from memorybook.store.validation import StoreInputError, shown
 
 Clock = Callable[[], datetime]
@@ -40,24 +42,24 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
-# The longest retention: its expiry dates must stay within what datetime and a 64-bit column
-# hold (timedelta.max would overflow both); for memories that never expire, pass None.
-MAX_RETENTION = timedelta(days=36_525)  # a hundred years
+Retention = timedelta | NeverType  # how long a memory lives: a time, or NEVER
 
 
 def checked_retention(retention: object) -> timedelta | None:
-    """A default time to live: None (memories last until forgotten) or a positive timedelta of
-    at most MAX_RETENTION."""
-    if retention is None:
+    """A store's default time to live, as it keeps it: a positive timedelta of at most
+    MAX_RETENTION, or None for NEVER (memories last until forgotten). A store given None, as
+    its class's default is, keeps memories until forgotten too; open_store() and the service
+    give it the settings' instead (memorybook/settings.py, DEFAULT_RETENTION)."""
+    if retention is None or retention is NEVER:
         return None
     if not isinstance(retention, timedelta) or retention <= timedelta(0):
         raise StoreInputError(
-            f"retention must be a positive datetime.timedelta (or None), got {shown(retention)}"
+            f"retention must be a positive datetime.timedelta (or NEVER), got {shown(retention)}"
         )
     if retention > MAX_RETENTION:
         raise StoreInputError(
             f"retention must be at most {MAX_RETENTION.days:,} days (a hundred years), got "
-            f"{retention.days:,} days; for memories that last until forgotten, pass None"
+            f"{retention.days:,} days; for memories that last until forgotten, pass NEVER"
         )
     return retention
 

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+from memorybook.settings import STORE_URL_ENV as STORE_URL_ENV
 from memorybook.store.validation import MemoryStoreError, shown
 
-STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
 # The query parameters holding a password: libpq's password= and sslpassword= (of the client
 # key). libpq decodes a parameter's name as it does its value, so ?pass%77ord= is one too; its
 # value runs to the next & (a # included).
