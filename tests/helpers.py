@@ -90,8 +90,9 @@ def fresh_jev(monkeypatch, recording: Path | str | None = None, *, mode: str | N
     left untouched. The process is an app's, unless `in_the_collection` (then it is one of the
     collection's notebook kernels or tools: replay.mark_as_the_collection()).
     """
-    from memorybook import example, next_steps, replay
+    from memorybook import example, replay
     from memorybook.jev import Jev, made_once
+    from memorybook_dev import next_steps
 
     for name in ("TYPESAFE_API_KEY", "TYPESAFE_ENDPOINT", "MEMORYBOOK_USAGE_LOG", "CI",
                  "MEMORYBOOK_RECORDING", "MEMORYBOOK_RECORD_MODE"):

@@ -1,4 +1,4 @@
-"""Notebook 7's next steps (memorybook/next_steps.py): their logic, live against a loopback
+"""Notebook 7's next steps (dev/memorybook_dev/next_steps.py): their logic, live against a loopback
 server, and their links.
 
 The loopback server here gives SYNTHETIC answers by one fixed rule, so that a test decides what
@@ -22,12 +22,12 @@ from typing import TypeVar
 
 import pytest
 
-from memorybook import next_steps
 from memorybook.config import RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.example import EARLIER, ROUTE, later_state
 from memorybook.memory import InMemoryMemories, ticket_id_of
 from memorybook.recording import memory_ids_in
 from memorybook.store import MAX_MEMORY_BYTES, open_store
+from memorybook_dev import next_steps
 from tests import helpers
 from tests.helpers import (
     COMMITTED_RECORDING,
@@ -89,7 +89,8 @@ def run_live(server: LoopbackSystemOne, tmp_path: Path, monkeypatch,
     helpers.live_jev(monkeypatch, server.base_url, "dummy", official)  # next_steps_jev() anew
     assert next_steps.next_steps_recording() == recordings / "next_steps.json", (
         "the next steps' recording must be next_steps.json beside the recording the settings "
-        "name when it is first used, not when the module was imported (memorybook/next_steps.py)")
+        "name when it is first used, not when the module was imported "
+        "(dev/memorybook_dev/next_steps.py)")
     result = steps_used(next_steps)
     assert official.read_bytes() == COMMITTED_RECORDING, "the official recording was written"
     assert RECORDING_PATH.read_bytes() == COMMITTED_RECORDING
@@ -200,7 +201,7 @@ def test_the_gate_reads_the_apps_reply_in_the_thread(server, tmp_path, monkeypat
 def test_the_apps_reply_names_the_team_only_when_no_memory_could_have_chosen_it():
     from typesafe_sdk import SystemOneResponse
 
-    from memorybook.next_steps import routing_reply
+    from memorybook_dev.next_steps import routing_reply
 
     routed = SystemOneResponse.model_validate({
         "model": TYPESAFE_MODEL, "usage": {},
@@ -213,7 +214,7 @@ def test_the_apps_reply_names_the_team_only_when_no_memory_could_have_chosen_it(
 
 
 def test_the_threshold_follows_the_stated_costs_and_is_checked_on_held_out_pairs():
-    from memorybook.next_steps import errors, held_out_check, pick_threshold
+    from memorybook_dev.next_steps import errors, held_out_check, pick_threshold
 
     pairs = [(0.2, False), (0.4, True), (0.6, False), (0.8, True)]
     # Candidates 0, 0.3, 0.5, 0.7, 1. At 0.3 one misleading memory (0.6); at 0.7 one missing (0.4).
@@ -231,14 +232,14 @@ def test_the_threshold_follows_the_stated_costs_and_is_checked_on_held_out_pairs
 
 def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
     from memorybook.example import DATA, ask
-    from memorybook.experiments import remember_earlier_tickets
     from memorybook.jev import request_json
-    from memorybook.next_steps import (
+    from memorybook.wrapper import ask_with_memory
+    from memorybook_dev.experiments import remember_earlier_tickets
+    from memorybook_dev.next_steps import (
         gate_request_with_reply,
         relevance_requests,
         supersede_requests,
     )
-    from memorybook.wrapper import ask_with_memory
 
     memories = InMemoryMemories()
     remember_earlier_tickets(memories)
@@ -262,8 +263,8 @@ def test_the_notebooks_links_open_exactly_the_requests_the_steps_build():
 
 
 def test_notebook_7_names_in_its_metadata_the_recording_it_records_into():
-    from memorybook.next_steps import next_steps_recording
     from memorybook.settings import Settings
+    from memorybook_dev.next_steps import next_steps_recording
 
     said = notebook("07")["metadata"]["memorybook"]["records_into"]
     assert said == next_steps_recording(Settings()).relative_to(REPO_ROOT).as_posix()

@@ -33,18 +33,18 @@ from memorybook import (
     PendingGates,
     ask_with_memory,
     ask_with_memory_async,
-    experiments,
 )
 from memorybook.config import PROVENANCE_PATH, RECORDING_PATH, TYPESAFE_MODEL
 from memorybook.example import EARLIER, ROUTE, later_state, ticket_state
-from memorybook.experiments import (
+from memorybook.recording import memory_ids_in
+from memorybook.replay import RECORD_COMMAND, RecordingMissError
+from memorybook_dev import experiments
+from memorybook_dev.experiments import (
     describe_memories,
     probe_experiment,
     reconcile,
     remember_earlier_tickets,
 )
-from memorybook.recording import memory_ids_in
-from memorybook.replay import RECORD_COMMAND, RecordingMissError
 from tests.helpers import NOTEBOOKS, REPO_ROOT, copy_of_the_collection, decode, fresh_jev
 
 EDITED_TEXT = "Dashboards have been really slow since yesterday."

@@ -24,12 +24,12 @@ from memorybook.config import REMEMBER_AT, TYPESAFE_MODEL
 from memorybook.example import EARLIER, ROUTE
 from memorybook.example import ask as example_ask
 from memorybook.example import ask_async as example_ask_async
-from memorybook.experiments import probe_experiment, remember_earlier_tickets
 from memorybook.gates import PendingGates
 from memorybook.memory import InMemoryMemories
 from memorybook.recording import is_memory_list, recorded_requests
 from memorybook.replay import RecordingMissError, likely_reasons, threshold_reason
 from memorybook.wrapper import ask_with_memory, ask_with_memory_async
+from memorybook_dev.experiments import probe_experiment, remember_earlier_tickets
 from tests.helpers import fresh_jev
 
 NAMED = "REMEMBER_AT is {} here and was 0.5 in the recorded run"

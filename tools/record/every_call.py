@@ -1,8 +1,8 @@
 """The set of calls the collection makes: what a live recording records and the rebuild answers.
 
 Every call the notebooks make to System One comes from the official page's probe experiment and
-reconciliation (memorybook/experiments.py), run for each customer. One customer's calls never
-depend on another's, so a recording makes them side by side, one thread per customer.
+reconciliation (dev/memorybook_dev/experiments.py), run for each customer. One customer's calls
+never depend on another's, so a recording makes them side by side, one thread per customer.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def make_every_call(customers: Sequence[str] | None = None, ask: Callable | None
     from memorybook import InMemoryMemories
     from memorybook.example import CUSTOMERS
     from memorybook.example import ask as example_ask
-    from memorybook.experiments import probe_experiment, reconcile
+    from memorybook_dev.experiments import probe_experiment, reconcile
 
     chosen = tuple(CUSTOMERS) if customers is None else customers
     memories, asked = InMemoryMemories(), {"ask": ask or example_ask}
@@ -35,7 +35,7 @@ def make_every_call(customers: Sequence[str] | None = None, ask: Callable | None
 
 def start_every_call(customers: Sequence[str] | None = None) -> list[Future]:
     """Start every call the collection makes, one thread per customer."""
-    importlib.import_module("memorybook.experiments")  # here, before the threads use it
+    importlib.import_module("memorybook_dev.experiments")  # here, before the threads use it
     from memorybook.example import CUSTOMERS
 
     return [in_background(make_every_call, [customer]) for customer in customers or CUSTOMERS]

@@ -7,8 +7,8 @@ from memorybook.config import input_cost_usd
 from memorybook.example import CUSTOMERS, ROUTE
 from memorybook.jev import request_json
 from memorybook.memory import state_with_memories
-from memorybook.next_steps import relevance_requests
 from memorybook.recording import recorded_requests
+from memorybook_dev.next_steps import relevance_requests
 
 REPORTED_INPUT_TOKENS = (
     21_456  # the official run's 31 calls, as a published tutorial reports
