@@ -183,10 +183,10 @@ def committed(notebook: Path) -> dict:
 
 def test_the_site_has_a_page_for_the_readme_each_notebook_and_the_reference(tour):
     wanted = {"index.html", "reference.html", "CHANGELOG.html", "CONTRIBUTING.html",
-              *map(page_of, NOTEBOOKS)}
+              "OPERATING.html", *map(page_of, NOTEBOOKS)}
     assert wanted <= set(tour), (
         f"the site lacks {sorted(wanted - set(tour))}: tools/site_build.py's on_files adds "
-        "the README, CHANGELOG, CONTRIBUTING and each notebooks/NN_name.ipynb")
+        "the README, OPERATING, CHANGELOG, CONTRIBUTING and each notebooks/NN_name.ipynb")
 
 
 def test_every_page_loads_with_no_console_error_and_nothing_from_another_host(tour):

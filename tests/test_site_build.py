@@ -146,8 +146,8 @@ def test_a_broken_site_fails_the_build_naming_each_file(tmp_path):
         shutil.copy(NOTEBOOKS[0], tmp_path / "notebooks" / name)
     write(tmp_path / "README.md", f"# Home\n\n[first](notebooks/{NOTEBOOKS[0].name}), "
           "[licence](LICENSE), [gone](nowhere.md)\n\n![a chart](charts/missing.png)\n")
-    write(tmp_path / "CHANGELOG.md", "# Changelog\n")
-    write(tmp_path / "CONTRIBUTING.md", "# Contributing\n")
+    for name in ("OPERATING.md", "CHANGELOG.md", "CONTRIBUTING.md"):
+        write(tmp_path / name, f"# {name}\n")
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build"], cwd=tmp_path, capture_output=True,
         text=True, timeout=120, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})

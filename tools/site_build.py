@@ -1,12 +1,13 @@
 """`make site`'s pages and checks: the mkdocs hook that mkdocs.yml names.
 
 The pages come from the files as committed, nothing is run: README.md (the home page), the
-notebooks in order (mkdocs-jupyter shows the outputs they hold), a reference of the library made
-from `memorybook/__init__.pyi` at each build, CHANGELOG.md and CONTRIBUTING.md. A link to a file
-that is not a page (LICENSE, a module, examples/) is pointed at that file in the repository
-(mkdocs.yml's repo_url and edit_uri). After the build every page is read again, and the build
-fails, naming each file and what is wrong, when a link or an image leads nowhere, a page loads
-something from another host, a notebook has no page, or a public name has no reference entry.
+notebooks in order (mkdocs-jupyter shows the outputs they hold), OPERATING.md, a reference of the
+library made from `memorybook/__init__.pyi` at each build, CHANGELOG.md and CONTRIBUTING.md. A
+link to a file that is not a page (LICENSE, a module, examples/) is pointed at that file in the
+repository (mkdocs.yml's repo_url and edit_uri). After the build every page is read again, and
+the build fails, naming each file and what is wrong, when a link or an image leads nowhere, a
+page loads something from another host, a notebook has no page, or a public name has no
+reference entry.
 
 The functions below the hook's events take plain values, so that tests/test_site.py can check
 them without a build.
@@ -32,8 +33,8 @@ STUB = REPO_ROOT / "memorybook" / "__init__.pyi"
 NOTEBOOKS = "notebooks"
 NOTEBOOK_NAME = re.compile(r"^\d\d_[a-z0-9_]+\.ipynb$")  # CONTRIBUTING.md, "Add a notebook"
 # Pages taken from the top of the repository, after the home page and the notebooks
-TOP_PAGES = {"Reference": "reference.md", "Changelog": "CHANGELOG.md",
-             "Contributing": "CONTRIBUTING.md"}
+TOP_PAGES = {"Operating the service": "OPERATING.md", "Reference": "reference.md",
+             "Changelog": "CHANGELOG.md", "Contributing": "CONTRIBUTING.md"}
 REFERENCE = "reference.md"
 # What a page may load, besides pages and files of the site: nothing from another host
 LOADING = {("img", "src"), ("script", "src"), ("link", "href"), ("iframe", "src"),
