@@ -60,6 +60,11 @@ class InFlight:
         self._waiting: list[tuple[int, int, asyncio.Future]] = []
         self._order = itertools.count()
 
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for a slot now."""
+        return len(self._waiting)
+
     def routing(self, ask: AskAsync) -> AskAsync:
         """`ask`, let in ahead of every waiting gate."""
         return self._asking(ask, ROUTING)

@@ -401,6 +401,13 @@ class EncryptedStore(StoredGates):
         self._database.after_forget()
         return self._readable(customer_id, customer, rows, "Erased")
 
+    @_one_call_at_a_time
+    def check(self) -> None:
+        """Read one row of the store's own table, within ``timeout`` as any call: whether the
+        database answers (a readiness probe's question, memorybook/readiness.py). Raises
+        MemoryStoreError as any call does when it cannot."""
+        self._database.run("SELECT 1 FROM memorybook_meta LIMIT 1")
+
     def close(self) -> None:
         """Close the connection; calling it again does nothing."""
         with self._lock:
