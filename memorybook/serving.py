@@ -8,6 +8,8 @@ replies, as one object started and stopped with the app.
     await memory.history("C-1042")                   # events, never content
     await memory.forget("C-1042", "T-101")           # one ticket's memories
     await memory.forget_customer("C-1042")           # all of them, and their history
+    await memory.ready()                             # false while its store does not answer
+    memory.metrics.exposition()                      # what it did, for Prometheus
 
     with Memory("sqlite:///memories.sqlite3", ask=jev) as memory:   # the same, for scripts
         memory.ask(state, ROUTE)
@@ -21,6 +23,9 @@ every pending gate, then closes what it opened. Calls to Jev are capped (`max_in
 ahead of gates: memorybook/in_flight.py); a call waits at most `wait_at_most` seconds for its
 customer's turn and as long for a slot (WaitedTooLong). Writes and erasures run in the customer's
 turn; reads come after their pending gates.
+
+`ready()` answers a readiness probe (memorybook/readiness.py); `metrics` counts its calls to
+Jev, replies, gates and store calls, in a Prometheus registry of its own (memorybook/metrics.py).
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ from memorybook.gates import PendingGates
 from memorybook.in_flight import AskAsync, InFlight
 from memorybook.jev import default_jev
 from memorybook.memory import checked_remember_at
+from memorybook.metrics import Metrics
+from memorybook.readiness import READY_WITHIN_SECONDS, Readiness, StoreCheck
 from memorybook.redaction import redact
-from memorybook.settings import NeverType, Settings
+from memorybook.settings import Mode, NeverType, Settings
 from memorybook.store import Memories, MemoryStore, open_store
 from memorybook.store.pending import GateRecords
 from memorybook.store.retention import HistoryEvent
@@ -89,6 +96,9 @@ class AsyncMemory:
         self.gates: PendingGates | None = None
         self.in_flight = InFlight(self.max_in_flight, wait_at_most=self.wait_at_most)
         self._running: contextlib.AsyncExitStack | None = None
+        self.metrics = Metrics()  # a registry of its own: memorybook/metrics.py
+        self.metrics.watch(self.in_flight)
+        self._stopping, self._check = False, StoreCheck()
 
     # -- starting and stopping -----------------------------------------------------------
 
@@ -96,8 +106,10 @@ class AsyncMemory:
         """Open the store, take its customers' turns, start the recovery and the sweeper."""
         if self._running is not None:
             raise RuntimeError("this AsyncMemory has started already: stop() it first")
-        ask = asking(self._asker)
-        self._ask, self._ask_gate = self.in_flight.routing(ask), self.in_flight.gating(ask)
+        asker = default_jev() if self._asker is None else self._asker
+        ask, mode = asking(asker), mode_of(asker)
+        self._ask = self.in_flight.routing(self.metrics.asking(ask, "reply", mode))
+        self._ask_gate = self.in_flight.gating(self.metrics.asking(ask, "gate", mode))
         async with contextlib.AsyncExitStack() as running:
             store = self._given or await asyncio.to_thread(
                 open_store, self.url, retention=self.retention, settings=self.settings,
@@ -114,6 +126,7 @@ class AsyncMemory:
             if turns is not None:
                 running.push_async_callback(asyncio.to_thread, turns.close)
             self.store, self.gates = store, PendingGates(turns)
+            self._timed = self.metrics.timed(store)  # what the calls use: memorybook/metrics.py
             running.push_async_callback(self.gates.drain)
             running.push_async_callback(self._stop_tasks, self._start_tasks())
             self._running = running.pop_all()
@@ -124,7 +137,11 @@ class AsyncMemory:
         at the next start, or on another process."""
         running, self._running = self._running, None
         if running is not None:
-            await running.aclose()
+            self._stopping = True  # not ready()
+            try:
+                await running.aclose()
+            finally:
+                self._stopping = False
 
     async def __aenter__(self) -> AsyncMemory:
         await self.start()
@@ -144,10 +161,10 @@ class AsyncMemory:
     async def ask(self, state: dict, questions: dict) -> SystemOneResponse:
         """ask(), plus the customer's memory: the same arguments and response. It returns once
         the question is answered; the gate runs after, in the customer's turn."""
-        return await ask_with_memory_async(
+        return await self.metrics.replying(ask_with_memory_async(
             state, questions, self._store(), gates=self.gates, ask=self._ask,
             ask_gate=self._ask_gate, remember_at=self.remember_at,
-            wait_at_most=self.wait_at_most)
+            wait_at_most=self.wait_at_most, metrics=self.metrics))
 
     async def memories(self, customer_id: str, ticket_id: str | None = None) -> list[dict]:
         """The customer's memories (of `ticket_id` alone, if given), oldest first, once their
@@ -173,6 +190,17 @@ class AsyncMemory:
         """Delete every expired memory now; return how many (it runs on a schedule too)."""
         return await asyncio.to_thread(self._store_of_its_own("sweep").sweep)
 
+    async def ready(self, within: float = READY_WITHIN_SECONDS) -> Readiness:
+        """Whether this memory can serve now, for a readiness probe: true once started, until
+        it starts to stop, while its store answers a check within `within` seconds (one check
+        at a time, however many probes: memorybook/readiness.py). Else false, with the
+        `reason` in one line, naming no database or host."""
+        if self._stopping:
+            return Readiness(False, "the memory is stopping: it waits for its pending gates.")
+        if self._running is None:
+            return Readiness(False, "the memory is not running (not started, or stopped).")
+        return await self._check.readiness(self._store(), within)
+
     # -- helpers -------------------------------------------------------------------------
 
     async def _in_turn(self, call: Callable[..., T], customer_id: str, *arguments: str) -> T:
@@ -182,14 +210,14 @@ class AsyncMemory:
         store = self._store()
         async with self.gates.turn(customer_id, self.wait_at_most):
             await recover_gates(customer_id, store, ask=self._ask_gate,
-                                remember_at=self.remember_at)
+                                remember_at=self.remember_at, metrics=self.metrics)
             return await asyncio.to_thread(call, customer_id, *arguments)
 
     def _store(self) -> Memories:
         if self.store is None or self._running is None:
             raise RuntimeError("this AsyncMemory is not running: `async with memory:`, "
                                "`await memory.start()`, or FastAPI(lifespan=memory.lifespan)")
-        return self.store
+        return self._timed
 
     def _store_of_its_own(self, call: str) -> MemoryStore:
         store = self._store()
@@ -202,10 +230,10 @@ class AsyncMemory:
         tasks = []
         if isinstance(self.store, GateRecords):
             tasks.append(asyncio.create_task(recover_abandoned_gates(
-                self.store, self.gates, ask=self._ask_gate, remember_at=self.remember_at,
-                every=RECOVERY_INTERVAL_SECONDS)))
+                self._timed, self.gates, ask=self._ask_gate, remember_at=self.remember_at,
+                every=RECOVERY_INTERVAL_SECONDS, metrics=self.metrics)))
         if hasattr(self.store, "sweep"):
-            tasks.append(asyncio.create_task(sweep_on_schedule(self.store, self.sweep_every)))
+            tasks.append(asyncio.create_task(sweep_on_schedule(self._timed, self.sweep_every)))
         return tasks
 
     @staticmethod
@@ -275,6 +303,13 @@ class Memory:
     def sweep(self) -> int:
         return self._run(self.running.sweep())
 
+    def ready(self, within: float = READY_WITHIN_SECONDS) -> Readiness:
+        return self._run(self.running.ready(within))
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.running.metrics
+
     def _run(self, call: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:
             call.close()
@@ -311,6 +346,13 @@ def asking(ask: Any) -> AskAsync:
         return await answer if inspect.isawaitable(answer) else answer
 
     return in_a_thread
+
+
+def mode_of(asker: Any) -> str:
+    """The mode of the Jev `asker` is (or whose method it is), as metrics label its calls:
+    replay, record or live; `other` for a stand-in or an app's own function."""
+    mode = getattr(getattr(asker, "__self__", asker), "mode", None)
+    return mode.value if isinstance(mode, Mode) else "other"
 
 
 async def sweep_on_schedule(store: MemoryStore, every: timedelta) -> None:

@@ -51,6 +51,7 @@ from memorybook.redaction import redact
 from memorybook.replay import RecordingMissError
 
 if TYPE_CHECKING:
+    from memorybook.metrics import Metrics
     from memorybook.store.base import Memories
     from memorybook.store.pending import PendingGate
 
@@ -108,12 +109,14 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
                                 gates: PendingGates, ask: AskAsync | None = None,
                                 ask_gate: AskAsync | None = None,
                                 remember_at: float = REMEMBER_AT,
-                                wait_at_most: float | None = None) -> SystemOneResponse:
+                                wait_at_most: float | None = None,
+                                metrics: Metrics | None = None) -> SystemOneResponse:
     """ask_with_memory(), awaited, returning before its gate: the same arguments and response.
     `gates` keeps each customer's calls in order; store calls run in a worker thread. The gate
     asks with `ask_gate`, by default `ask` (a service lets replies ahead of gates:
     memorybook/in_flight.py). `wait_at_most`: the seconds the call may wait for the customer's
-    earlier calls (None: no bound), WaitedTooLong past them."""
+    earlier calls (None: no bound), WaitedTooLong past them. `metrics` counts its gates
+    (memorybook/metrics.py)."""
     # The turn is taken as the call is made, so that a customer's calls keep their order; the
     # state is checked in it, in a worker thread (a state of a megabyte takes a second), before
     # anything is awaited of earlier calls or asked.
@@ -125,7 +128,8 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
     try:
         await asyncio.to_thread(checked_state, state, questions)
         await gates.wait_for_turn(customer, previous, done, wait_at_most)
-        await recover_gates(customer, memories, ask=ask_gate, remember_at=remember_at)
+        await recover_gates(customer, memories, ask=ask_gate, remember_at=remember_at,
+                            metrics=metrics)
         recalled = await asyncio.to_thread(memories.recall, customer)
         first = as_first_asked(recalled, state, questions)
         with threshold_named(remember_at):
@@ -143,7 +147,7 @@ async def ask_with_memory_async(state: dict, questions: dict, memories: Memories
         gates.end_turn(customer, done)
         return response
     gate = keep_if_worth_it(state, questions, response, memories, ask_gate, remember_at,
-                            pending=pending)
+                            pending=pending, metrics=metrics)
     gates.run_gate(gate, customer, done)
     return response
 
@@ -187,7 +191,7 @@ async def record_gate(memories, customer: str, memory: dict) -> PendingGate | No
 
 
 async def recover_gates(customer: str, memories, *, ask: AskAsync,
-                        remember_at: float = REMEMBER_AT) -> int:
+                        remember_at: float = REMEMBER_AT, metrics: Metrics | None = None) -> int:
     """Run, in turn, this customer's gates that a process which ended left pending, and return
     how many. Call it holding the customer's turn, before recalling: their memories come
     first."""
@@ -196,13 +200,16 @@ async def recover_gates(customer: str, memories, *, ask: AskAsync,
     abandoned = await asyncio.to_thread(memories.claim_abandoned_gates, customer)
     for gate in abandoned:
         await keep_if_worth_it(gate.memory["request"], {}, None, memories, ask, remember_at,
-                               pending=gate)
+                               pending=gate, metrics=metrics)
+        if metrics is not None:
+            metrics.gates_recovered.inc()
     return len(abandoned)
 
 
 async def recover_abandoned_gates(memories, gates: PendingGates, *, ask: AskAsync,
                                   remember_at: float = REMEMBER_AT,
-                                  every: float | None = None) -> None:
+                                  every: float | None = None,
+                                  metrics: Metrics | None = None) -> None:
     """Run every gate that processes which ended left pending, each in its customer's turn,
     customers side by side; with `every`, look again that many seconds later, until cancelled.
     A failure to look is logged, and looked at again next time."""
@@ -210,7 +217,8 @@ async def recover_abandoned_gates(memories, gates: PendingGates, *, ask: AskAsyn
 
     async def recover(customer: str) -> None:
         async with at_once, gates.turn(customer):
-            await recover_gates(customer, memories, ask=ask, remember_at=remember_at)
+            await recover_gates(customer, memories, ask=ask, remember_at=remember_at,
+                                metrics=metrics)
 
     while True:
         try:
@@ -228,21 +236,28 @@ async def recover_abandoned_gates(memories, gates: PendingGates, *, ask: AskAsyn
 
 async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResponse | None,
                            memories, ask: AskAsync, remember_at: float = REMEMBER_AT, *,
-                           pending: PendingGate | None = None) -> bool:
+                           pending: PendingGate | None = None,
+                           metrics: Metrics | None = None) -> bool:
     """The gate for one reply, after it has gone: save its memory if it passes; a failure is
     logged once, naming the customer and the ticket, and nothing is saved. With `pending` (the
     gate as `record_gate()` recorded it), its memory is the one decided on, and the verdict
-    settles the record: the memory is saved as the record goes, in one transaction."""
+    settles the record: the memory is saved as the record goes, in one transaction. `metrics`
+    counts it: pending while it runs, then kept, not kept or failed."""
     memory = as_memory(state, questions, response) if pending is None else pending.memory
     customer = customer_id(state)
-    verdict = None
+    verdict, ended = None, "failed"
+    if metrics is not None:
+        metrics.gate_started()
     try:
         verdict = worth_keeping((await ask(memory, GATE)).answers["remember"].noul, remember_at)
         if pending is not None:  # False when it was settled elsewhere, or erased meanwhile
-            return await asyncio.to_thread(memories.settle_gate, pending, verdict) and verdict
-        if verdict:
-            await asyncio.to_thread(memories.save, customer, memory)
-            return True
+            kept = await asyncio.to_thread(memories.settle_gate, pending, verdict) and verdict
+        else:
+            kept = verdict
+            if verdict:
+                await asyncio.to_thread(memories.save, customer, memory)
+        ended = "kept" if kept else "not_kept"
+        return kept
     except Exception as error:  # the reply has gone: log it, keep the service up
         # A recorded gate that failed to ask is settled as not kept: no retry. One whose store
         # failed (its save, or that settling) stays recorded and runs again once this process
@@ -262,4 +277,7 @@ async def keep_if_worth_it(state: dict, questions: dict, response: SystemOneResp
                    "this process has ended" if stays else "nothing saved")
         log.error(redact(f"gate for customer {customer[:80]!r}, {named}, failed, {outcome}: "
                          f"{why}"))
+    finally:
+        if metrics is not None:
+            metrics.gate_ended(ended)
     return False
