@@ -4,7 +4,8 @@
    rebinds its own name to 127.0.0.1 reads nothing.
 2. With MEMORYBOOK_SERVICE_TOKEN set, `Authorization: Bearer <token>`, compared in constant time
    (else 401); without one, only requests to a loopback address (else 403).
-   `GET /health` passes 1 and 2 as it is: it reads nothing, and a probe knows neither.
+   `GET /health` and `GET /ready` pass 1 and 2 as they are: a probe knows neither, and they
+   say no more than whether the service is up and ready.
 3. OPTIONS answers with `Allow`, every method the path takes; any other method the path does not
    take gets 405 with the same `Allow`. HEAD is GET without the body, wherever GET is.
 4. A body is read only up to MEMORYBOOK_MAX_BODY_BYTES: a longer `Content-Length` gets 413 before
@@ -25,6 +26,8 @@ from memorybook.settings import TOKEN_ENV, Settings, is_loopback
 from memorybook.store.validation import shown
 
 HEALTH_PATH = "/health"
+READY_PATH = "/ready"
+PROBE_PATHS = (HEALTH_PATH, READY_PATH)
 
 
 def host_name(host_header: str) -> str:
@@ -63,7 +66,7 @@ class Guard:
 
     def refusal(self, scope, headers: dict[str, bytes]):
         """(status, one line, extra headers) refusing the request, or None to let it through."""
-        if scope["path"] != HEALTH_PATH:
+        if scope["path"] not in PROBE_PATHS:
             refusal = self.stranger(scope, headers)
             if refusal is not None:
                 return refusal

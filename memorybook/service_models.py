@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect
 
 from memorybook.example import later_state
 from memorybook.memory import MEMORY_KEY
+from memorybook.readiness import READY_WITHIN_SECONDS
 from memorybook.store.retention import EVENTS
 from memorybook.store.validation import (
     MAX_MEMORY_NESTING,
@@ -144,6 +145,19 @@ class Health(BaseModel):
     It reads nothing, so it needs neither an allowed Host nor the token."""
 
     status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    """The service can serve: its memory runs, is not stopping, and its store answered a check
+    within seconds. What an orchestrator's readiness probe asks; like /health, it needs neither
+    an allowed Host nor the token, and it says nothing more."""
+
+    status: Literal["ready"]
+
+
+NOT_READY = {"model": Problem, "description": "Not ready, with Retry-After: the memory store "
+             f"did not answer a check within {READY_WITHIN_SECONDS:g} s (or has not answered "
+             "the last one yet), it failed, or the service is stopping; the reason in one line."}
 
 
 class HistoryEntry(BaseModel):

@@ -34,7 +34,10 @@ it); MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the service's own.
   bounded. Set a proxy's time-outs and a shutdown's grace above that.
 - SIGTERM stops taking requests, runs the pending gates and exits with 143 (uvicorn re-raises
   the signal); a gate killed before its end runs on the next start.
-- `GET /health` reads no store: it says the process answers, not that its store does.
+- `GET /health` reads no store: it says the process answers, not that its store does; `GET
+  /ready` says that, within 2 s, and is a 503 while the service stops (memorybook/readiness.py).
+- `GET /metrics` serves Prometheus's text, behind the token (memorybook/metrics.py lists each
+  metric; counting.py counts the requests by route and status): ids and words in none.
 - uvicorn times out neither slow bodies nor idle connections: put a reverse proxy in front.
   Behind one on this machine, the service sees itself reached on loopback, so set
   MEMORYBOOK_SERVICE_TOKEN there too.
@@ -47,11 +50,12 @@ it); MEMORYBOOK_MAX_IN_FLIGHT, MEMORYBOOK_TIMEOUT_SECONDS and the service's own.
 
 try:
     import fastapi  # noqa: F401
+    import prometheus_client  # noqa: F401
 except ModuleNotFoundError as missing:  # an install without the extra
     raise ModuleNotFoundError(
-        f"memorybook.service needs FastAPI ({missing.name} is missing), which memorybook's "
-        "`service` extra brings: pip install 'memorybook[service]' (from a clone: "
-        "'path/to/clone[service]').", name=missing.name) from None
+        f"memorybook.service needs FastAPI and prometheus-client ({missing.name} is missing), "
+        "which memorybook's `service` extra brings: pip install 'memorybook[service]' (from a "
+        "clone: 'path/to/clone[service]').", name=missing.name) from None
 
 from memorybook.service.app import create_app
 

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.routing import Match
 
 from memorybook.example import ROUTE
+from memorybook.service.counting import RequestsCounted, requests_counter, route_template
 from memorybook.service.routes import router
 from memorybook.service_guard import Guard
 from memorybook.service_models import CUSTOMER_ID_RULE, TicketState, first_error, refused_id
@@ -56,6 +57,9 @@ def create_app(store_url: str | None = None, *, retention: timedelta | NeverType
     app.add_exception_handler(RequestValidationError, refused)
     app.openapi = lambda: schema_of(app, bearer=settings.token is not None)
     app.add_middleware(Guard, settings=settings, methods_at=lambda path: methods_at(app, path))
+    app.add_middleware(RequestsCounted, counter=requests_counter(memory.metrics.registry),
+                       template_of=lambda scope: route_template([*app.routes, *router.routes],
+                                                                scope))
     return app
 
 

@@ -11,23 +11,25 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from typesafe_sdk import SystemOneResponse
 
-from memorybook.service.failures import answered, routing_failed
-from memorybook.service_guard import HEALTH_PATH
+from memorybook.service.failures import RETRY_SOON, answered, routing_failed
+from memorybook.service_guard import HEALTH_PATH, READY_PATH
 from memorybook.service_models import (
     BODY_ANSWERS,
     CUSTOMER_ID_PATTERN,
     CUSTOMER_ID_RULE,
     DAMAGED,
     GUARD_ANSWERS,
+    NOT_READY,
     NOT_REMEMBERED,
     TICKET_EXAMPLE,
     CustomerHistory,
     CustomerMemories,
     Erased,
     Health,
+    Ready,
     read_ticket_state,
 )
 from memorybook.serving import AsyncMemory
@@ -114,3 +116,22 @@ async def history_of(customer: CustomerInPath, memory: HeldMemory) -> dict:
             responses={413: GUARD_ANSWERS[413]})
 async def health() -> dict:
     return {"status": "ok"}
+
+
+@router.get(READY_PATH, response_model=Ready, openapi_extra={"security": []},
+            responses={413: GUARD_ANSWERS[413], 503: NOT_READY})
+async def ready(memory: HeldMemory) -> dict:
+    readiness = await memory.ready()
+    if not readiness:
+        raise HTTPException(503, readiness.reason, headers=RETRY_SOON)
+    return {"status": "ready"}
+
+
+@router.get("/metrics", response_class=Response, responses={
+    200: {"description": "What the service has done, in Prometheus's text format "
+          "(memorybook/metrics.py lists each metric): no customer id or ticket words.",
+          "content": {"text/plain": {"schema": {"type": "string"}}}},
+    **{status: GUARD_ANSWERS[status] for status in (400, 401, 403, 413)}})
+async def metrics(memory: HeldMemory) -> Response:
+    body, content_type = memory.metrics.exposition()
+    return Response(body, media_type=content_type)
