@@ -9,7 +9,8 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           the memory an app holds: `async with`, or
                                           FastAPI(lifespan=memory.lifespan); .ask(state,
                                           questions), .memories(), .history(), .forget(),
-                                          .forget_customer() (memorybook/serving.py)
+                                          .forget_customer(), .ready(), .metrics
+                                          (memorybook/serving.py)
     Memory(store=None, **options)         the same, for scripts: `with`, each call blocking
     Settings.from_environment(**given)    every setting, read now from its variable (the
                                           README's table), as each part given no `settings=`
@@ -20,7 +21,7 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           replay, record or live (memorybook/jev.py says when)
     ask_with_memory(state, questions, memories, *, ask=None, remember_at=REMEMBER_AT)
     ask_with_memory_async(state, questions, memories, *, gates, ask=None, ask_gate=None,
-                          remember_at=REMEMBER_AT, wait_at_most=None)
+                          remember_at=REMEMBER_AT, wait_at_most=None, metrics=None)
                                           ask() plus memory: the same arguments and response
     GATE, as_memory, remember_probability, worth_keeping, REMEMBER_AT
                                           the gate: is this request worth remembering?
