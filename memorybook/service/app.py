@@ -12,7 +12,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from starlette.routing import Match
 
 from memorybook.example import ROUTE
 from memorybook.service.routes import router
@@ -21,8 +20,6 @@ from memorybook.service_models import CUSTOMER_ID_RULE, TicketState, first_error
 from memorybook.service_settings import jev_to_serve
 from memorybook.serving import AsyncMemory
 from memorybook.settings import NeverType, Settings
-
-HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
 
 
 def create_app(store_url: str | None = None, *, retention: timedelta | NeverType | None = None,
@@ -85,10 +82,23 @@ def schema_of(app: FastAPI, *, bearer: bool) -> dict:
 
 def methods_at(app: FastAPI, path: str) -> set[str]:
     """Every method the app's routes take at `path`, across all the routes matching it (those
-    of an included router too)."""
-    return {method for method in HTTP_METHODS if any(
-        route.matches({"type": "http", "path": path, "method": method, "root_path": ""})[0]
-        is Match.FULL for route in app.router.routes)}
+    of an included router too): on every request, so by each route's own pattern."""
+    methods: set[str] = set()
+    for route in routes_of(app.router):
+        if route.path_regex.match(path):
+            methods |= route.methods
+    return methods
+
+
+def routes_of(router) -> list:
+    """The routes with paths and methods under `router`, an included router's among them."""
+    found = []
+    for route in router.routes:
+        if hasattr(route, "original_router"):  # FastAPI keeps an included router's routes there
+            found += routes_of(route.original_router)
+        elif getattr(route, "methods", None) and hasattr(route, "path_regex"):
+            found.append(route)
+    return found
 
 
 def log_where_uvicorn_logs() -> None:
