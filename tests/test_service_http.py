@@ -757,6 +757,7 @@ def test_the_service_serves_a_sqlite_store_alone_and_will_not_start_beside_anoth
 
 @pytest.mark.parametrize("setting", ["MEMORYBOOK_SERVICE_TOKEN=short",
                                      "MEMORYBOOK_SERVICE_TOKEN=a token with spaces inside",
+                                     "MEMORYBOOK_SERVICE_TOKEN=", "MEMORYBOOK_SERVICE_TOKEN= \t",
                                      "MEMORYBOOK_MAX_BODY_BYTES=1e6",
                                      "MEMORYBOOK_MAX_BODY_BYTES=0",
                                      "MEMORYBOOK_RETENTION_DAYS=-1",
@@ -770,7 +771,7 @@ def test_an_unusable_setting_stops_create_app_in_one_line(monkeypatch, setting):
         create_app("sqlite:///unused.sqlite3")
     assert "\n" not in str(raised.value) and name.split("_")[-1].lower() in str(
         raised.value).lower(), raised.value
-    if "TOKEN" in name:
+    if "TOKEN" in name and value.strip():
         assert value not in str(raised.value), "the message repeats the token"
 
 
