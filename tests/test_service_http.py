@@ -611,7 +611,9 @@ def test_health_answers_a_probe_that_has_neither_an_allowed_host_nor_the_token(
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "localhost.evil.example",
-                                  "127.0.0.1.nip.io", "", "[::2]"])
+                                  "127.0.0.1.nip.io", "", "[::2]", "[::1]evil.example",
+                                  "[::1]:8000evil.example", "[::1]:80:80", "[::1",
+                                  "localhost:evil.example", "127.0.0.1:8000 evil"])
 def test_a_host_that_is_not_a_loopback_name_gets_400_and_reads_nothing(tmp_path, host):
     app, jev = service(tmp_path)
 
