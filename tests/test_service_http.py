@@ -1128,7 +1128,7 @@ def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
 def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypatch, capsys):
     import io
 
-    from memorybook.service.app import log_where_uvicorn_logs
+    from memorybook.service.logs import log_where_uvicorn_logs
 
     ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
     stream = io.StringIO()
@@ -1142,8 +1142,8 @@ def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypa
     ours.info("swept 3 expired memories")
     assert stream.getvalue() == "INFO:     swept 3 expired memories\n", (
         "under uvicorn's own logging set-up, the memorybook logger must use uvicorn's handlers "
-        "from INFO up (log_where_uvicorn_logs() in memorybook/service/app.py): otherwise its lines "
-        f"reach stderr bare, INFO not at all; got {stream.getvalue()!r}")
+        "from INFO up (log_where_uvicorn_logs() in memorybook/service/logs.py): otherwise its "
+        f"lines reach stderr bare, INFO not at all; got {stream.getvalue()!r}")
 
 
 def test_make_serves_check_names_a_store_or_recording_the_service_cannot_start_with(
