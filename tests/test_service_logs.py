@@ -7,11 +7,24 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
+import subprocess
 import sys
 
+import pytest
+
 from memorybook.service.logs import JsonLines
-from tests.helpers import SERVICE_KEY, MadeUpAnswers, loopback_http, new_key, services, talk
+from tests.helpers import (
+    REPO_ROOT,
+    SERVICE_KEY,
+    MadeUpAnswers,
+    free_port,
+    loopback_http,
+    new_key,
+    services,
+    talk,
+)
 from tests.test_service_http import service as service_in_process
 from tests.test_service_http import ticket
 from tools.loopback_replies import error_reply
@@ -154,3 +167,23 @@ def test_a_json_line_is_one_line_of_ascii_with_the_traceback_inside():
     assert fields["event"] == "failed: x\ny" and "second line" in fields["exception"] and (
         "color_message" not in fields and fields["level"] == "ERROR"), fields
 
+
+
+@pytest.mark.parametrize("log_format", ["json", "text"])
+def test_a_start_refused_by_a_setting_is_one_line_under_uvicorn(tmp_path, log_format):
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("MEMORYBOOK_", "TYPESAFE_"))}
+    env.update(MEMORYBOOK_LOG_FORMAT=log_format, MEMORYBOOK_SERVICE_TOKEN=" \t",
+               MEMORYBOOK_STORE_URL=f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    refused = subprocess.run(
+        [sys.executable, "-m", "uvicorn", "--factory", "memorybook.service:create_app",
+         "--host", "127.0.0.1", "--port", str(free_port())],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    lines = (refused.stdout + refused.stderr).splitlines()
+    assert refused.returncode != 0 and len(lines) == 1 and (
+        "MEMORYBOOK_SERVICE_TOKEN is set but blank" in lines[0]), (
+        "a start refused by a setting must say why in one line, not a traceback "
+        "(refused_in_one_line() in memorybook/service/logs.py, around create_app()'s reading "
+        f"of its settings): exit {refused.returncode}, {lines}")
+    if log_format == "json":
+        assert said(lines[0])["level"] == "ERROR", lines[0]

@@ -14,7 +14,12 @@ from fastapi.responses import JSONResponse
 from starlette.routing import Match
 
 from memorybook.example import ROUTE
-from memorybook.service.logs import RequestIds, log_as_settings_say, log_where_uvicorn_logs
+from memorybook.service.logs import (
+    RequestIds,
+    log_as_settings_say,
+    log_where_uvicorn_logs,
+    refused_in_one_line,
+)
 from memorybook.service.routes import router
 from memorybook.service_guard import Guard
 from memorybook.service_models import CUSTOMER_ID_RULE, TicketState, first_error, refused_id
@@ -38,10 +43,11 @@ def create_app(store_url: str | None = None, *, retention: timedelta | NeverType
     a unit test. `settings` (memorybook/settings.py): who may reach it, body limit, sweep
     interval, store, key, time limits (by default the environment's, read now). `questions`:
     what POST asks Jev about each ticket (by default the example's ROUTE)."""
-    settings = settings or Settings.from_environment()
-    log_as_settings_say(settings)  # before uvicorn logs its start (memorybook/service/logs.py)
-    memory = AsyncMemory(store_url, ask=jev_to_serve(settings) if ask is None else ask,
-                         retention=retention, settings=settings, store_options=store_options)
+    with refused_in_one_line():  # under uvicorn; elsewhere raised (memorybook/service/logs.py)
+        settings = settings or Settings.from_environment()
+        log_as_settings_say(settings)  # before uvicorn logs its start
+        memory = AsyncMemory(store_url, ask=jev_to_serve(settings) if ask is None else ask,
+                             retention=retention, settings=settings, store_options=store_options)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

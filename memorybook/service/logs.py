@@ -9,25 +9,29 @@ library's, any other library's warnings) is one JSON object:
      "event": "127.0.0.1:50312 - \\"GET /health HTTP/1.1\\" 200", "request_id": "3f9a...",
      "method": "GET", "path": "/health", "status": 200}
 
-`exception` holds a traceback, in the same line. Only these fields are written: not a record's
-other attributes, which a library may fill with what it was sending. Each request has an id: its
-`X-Request-ID` when that is 1 to 128 of `A-Za-z0-9._:@=+-`, else one made here; the answer's
-`X-Request-ID` says it, and every line logged for the request carries it, those of its gate after
-the reply included (the gate's task copies the request's context). A line holds ids, never a
-ticket's words or a key, as in text.
+`exception` holds a traceback, in the same line; a start that a setting or the recording refuses
+is one line too, in either format (refused_in_one_line()). Only these fields are written: not a
+record's other attributes, which a library may fill with what it was sending. Each request has
+an id: its `X-Request-ID` when that is 1 to 128 of `A-Za-z0-9._:@=+-`, else one made here; the
+answer's `X-Request-ID` says it, and every line logged for the request carries it, those of its
+gate after the reply included (the gate's task copies the request's context). A line holds ids,
+never a ticket's words or a key, as in text.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import sys
 import uuid
+from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
-from memorybook.settings import Settings
+from memorybook.errors import MemorybookError
+from memorybook.settings import VARIABLE_OF, ConfigError, Settings
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@=+-]{1,128}")
@@ -90,10 +94,31 @@ class JsonLines(logging.Formatter):
 
 
 def under_uvicorns_logging() -> list[logging.Handler]:
-    """uvicorn's own handlers (its default LOGGING_CONFIG, no --log-config), or [] outside it."""
+    """uvicorn's own handlers (its default LOGGING_CONFIG, no --log-config; their format made
+    JSON or not), or [] outside it."""
     return [handler for name in ("uvicorn", "uvicorn.access")
             for handler in logging.getLogger(name).handlers
-            if type(handler.formatter).__module__ == "uvicorn.logging"]
+            if type(handler.formatter).__module__ == "uvicorn.logging"
+            or isinstance(handler.formatter, JsonLines)]
+
+
+@contextlib.contextmanager
+def refused_in_one_line() -> Iterator[None]:
+    """Around making the app: under uvicorn's own logging set-up, a MemorybookError (a setting,
+    the recording) is logged in one line, as uvicorn logs an app it cannot load, and the process
+    exits with 1, where uvicorn would print a traceback. Elsewhere (a test, an app's own
+    create_app() call) it is raised."""
+    try:
+        yield
+    except MemorybookError as error:
+        if not under_uvicorns_logging():
+            raise
+        with contextlib.suppress(ConfigError):  # the format alone, if the settings were refused
+            log_as_settings_say(Settings.from_environment(**{
+                name: getattr(Settings(), name) for name in VARIABLE_OF if name != "log_format"}))
+        logging.getLogger("uvicorn.error").error("the service cannot start: %s",
+                                                 " ".join(str(error).split()))
+        raise SystemExit(1) from None
 
 
 def log_as_settings_say(settings: Settings) -> None:
