@@ -187,3 +187,22 @@ def test_a_start_refused_by_a_setting_is_one_line_under_uvicorn(tmp_path, log_fo
         f"of its settings): exit {refused.returncode}, {lines}")
     if log_format == "json":
         assert said(lines[0])["level"] == "ERROR", lines[0]
+
+
+def test_make_serves_check_says_its_lines_as_json_when_asked(monkeypatch, capsys, tmp_path):
+    from memorybook.service_settings import main
+
+    for name in [name for name in os.environ if name.startswith(("MEMORYBOOK_", "TYPESAFE_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORYBOOK_LOG_FORMAT", "json")
+    monkeypatch.setenv("MEMORYBOOK_STORE_URL", f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    started = main(["127.0.0.1"]), capsys.readouterr().err  # a new store: its key file, said
+    monkeypatch.setenv("MEMORYBOOK_SERVICE_TOKEN", "")
+    refused = main(["127.0.0.1"]), capsys.readouterr().err
+    for (_, printed), wanted in ((started, "Created a new encryption key"),
+                                 (refused, "MEMORYBOOK_SERVICE_TOKEN is set but blank")):
+        lines = printed.splitlines()
+        assert len(lines) == 1 and wanted in said(lines[0])["event"], (
+            "make serve's check (memorybook/service_settings.py) must print its lines as the "
+            f"service logs them, one JSON object each with MEMORYBOOK_LOG_FORMAT=json: {lines}")
+    assert (started[0], refused[0]) == (0, 2)

@@ -113,12 +113,29 @@ def refused_in_one_line() -> Iterator[None]:
     except MemorybookError as error:
         if not under_uvicorns_logging():
             raise
-        with contextlib.suppress(ConfigError):  # the format alone, if the settings were refused
-            log_as_settings_say(Settings.from_environment(**{
-                name: getattr(Settings(), name) for name in VARIABLE_OF if name != "log_format"}))
+        log_as_settings_say(format_alone())  # if the settings were refused
         logging.getLogger("uvicorn.error").error("the service cannot start: %s",
                                                  " ".join(str(error).split()))
         raise SystemExit(1) from None
+
+
+def format_alone() -> Settings:
+    """The environment's MEMORYBOOK_LOG_FORMAT alone, as Settings (text if it is refused): for
+    saying that the other settings were refused in the format asked for."""
+    try:
+        return Settings.from_environment(**{
+            name: getattr(Settings(), name) for name in VARIABLE_OF if name != "log_format"})
+    except ConfigError:
+        return Settings()
+
+
+def as_line(event: str, level: int, settings: Settings) -> str:
+    """`event` as a line of the `memorybook` logger in the settings' format, for what is printed
+    before logging is set up (make serve's check): in JSON, one object; in text, as it is."""
+    if settings.log_format != "json":
+        return event
+    return JsonLines().format(logging.LogRecord("memorybook", level, __file__, 0, event, None,
+                                                None))
 
 
 def log_as_settings_say(settings: Settings) -> None:
