@@ -38,11 +38,6 @@ _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@=+-]{1,128}")
 _request_id: ContextVar[str | None] = ContextVar("memorybook_request_id", default=None)
 
 
-def current_request_id() -> str | None:
-    """The id of the request this code runs for (its gate's too), or None outside one."""
-    return _request_id.get()
-
-
 class RequestIds:
     """ASGI middleware, outside every other: each request's id (the client's `X-Request-ID` if
     sane, else a new one), set for what runs for it and sent back in `X-Request-ID`.
