@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -14,6 +13,12 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
 from memorybook.example import ROUTE
+from memorybook.service.logs import (
+    RequestIds,
+    log_as_settings_say,
+    log_where_uvicorn_logs,
+    refused_in_one_line,
+)
 from memorybook.service.routes import router
 from memorybook.service_guard import Guard
 from memorybook.service_models import CUSTOMER_ID_RULE, TicketState, first_error, refused_id
@@ -35,9 +40,11 @@ def create_app(store_url: str | None = None, *, retention: timedelta | NeverType
     a unit test. `settings` (memorybook/settings.py): who may reach it, body limit, sweep
     interval, store, key, time limits (by default the environment's, read now). `questions`:
     what POST asks Jev about each ticket (by default the example's ROUTE)."""
-    settings = settings or Settings.from_environment()
-    memory = AsyncMemory(store_url, ask=jev_to_serve(settings) if ask is None else ask,
-                         retention=retention, settings=settings, store_options=store_options)
+    with refused_in_one_line():  # under uvicorn; elsewhere raised (memorybook/service/logs.py)
+        settings = settings or Settings.from_environment()
+        log_as_settings_say(settings)  # before uvicorn logs its start
+        memory = AsyncMemory(store_url, ask=jev_to_serve(settings) if ask is None else ask,
+                             retention=retention, settings=settings, store_options=store_options)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -53,6 +60,7 @@ def create_app(store_url: str | None = None, *, retention: timedelta | NeverType
     app.add_exception_handler(RequestValidationError, refused)
     app.openapi = lambda: schema_of(app, bearer=settings.token is not None)
     app.add_middleware(Guard, settings=settings, methods_at=lambda path: methods_at(app, path))
+    app.add_middleware(RequestIds)  # outside the guard: its refusals' lines carry the id too
     return app
 
 
@@ -100,15 +108,3 @@ def routes_of(router) -> list:
             found.append(route)
     return found
 
-
-def log_where_uvicorn_logs() -> None:
-    """Under uvicorn's own logging set-up (no --log-config of the app's), the service's lines go
-    where uvicorn's go, in its format, from INFO up: without this they reach stderr bare, and
-    INFO not at all. Logging an app has set up, or none (a notebook), is left as it is."""
-    ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
-    if ours.hasHandlers() or not uvicorns.handlers:
-        return
-    for handler in uvicorns.handlers:
-        ours.addHandler(handler)
-    if ours.level == logging.NOTSET:
-        ours.setLevel(logging.INFO)
