@@ -137,6 +137,7 @@ benchmark: $(INSTALLED) ## Time set-up, the notebooks and tests, a live recordin
 	$(BIN)/python -m benchmarks.store_benchmark
 	$(BIN)/python -m benchmarks.service_benchmark
 	$(BIN)/python -m benchmarks.large_bodies_benchmark
+	$(BIN)/python -m benchmarks.read_benchmark
 
 # Notebook 9's app, on this machine only. `PORT=8080 make serve` picks another port; `HOST=...`
 # another address, which beyond loopback needs MEMORYBOOK_SERVICE_TOKEN: the check says so in one

@@ -98,6 +98,11 @@ class PendingGates:
         finally:
             self.end_turn(customer, done, after=previous)
 
+    def busy(self, customer: str) -> bool:
+        """Whether a call for this customer in this process has not finished its gate yet (or
+        waits for its turn)."""
+        return customer in self._last
+
     async def settled(self, customer: str) -> None:
         """Wait until every call so far for this customer has finished its gate, here and, with
         `turns`, in the other processes. A call after it may start a gate again: to read or

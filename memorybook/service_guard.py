@@ -1,7 +1,7 @@
 """What every request to the service passes before a route sees it, in this order:
 
-1. `Host` is a loopback name or one in MEMORYBOOK_ALLOWED_HOSTS (else 400): a web page that
-   rebinds its own name to 127.0.0.1 reads nothing.
+1. `Host` is a loopback name or one in MEMORYBOOK_ALLOWED_HOSTS, with at most a port after it
+   (else 400): a web page that rebinds its own name to 127.0.0.1 reads nothing.
 2. With MEMORYBOOK_SERVICE_TOKEN set, `Authorization: Bearer <token>`, compared in constant time
    (else 401); without one, only requests to a loopback address (else 403).
    `GET /health` and `GET /ready` pass 1 and 2 as they are: a probe knows neither, and they
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from collections.abc import Callable
 
 from fastapi import HTTPException
@@ -28,13 +29,20 @@ from memorybook.store.validation import shown
 HEALTH_PATH = "/health"
 READY_PATH = "/ready"
 PROBE_PATHS = (HEALTH_PATH, READY_PATH)
+_PORT = re.compile(r"(?::[0-9]{1,5})?")  # after the name in a Host header: nothing, or a port
 
 
-def host_name(host_header: str) -> str:
-    """The name in a Host header, without its port (and without brackets around IPv6)."""
+def host_name(host_header: str) -> str | None:
+    """The name in a Host header, without its port (and without brackets around IPv6); None
+    unless what follows the name is nothing or a port (`[::1]evil.example`, `localhost:x`)."""
     if host_header.startswith("["):
-        return host_header[1:].partition("]")[0]
-    return host_header.rpartition(":")[0] if host_header.count(":") == 1 else host_header
+        name, bracket, rest = host_header[1:].partition("]")
+    elif host_header.count(":") == 1:
+        name, bracket, rest = host_header.partition(":")
+        rest = ":" + rest
+    else:
+        name, bracket, rest = host_header, "]", ""
+    return name if bracket and _PORT.fullmatch(rest) else None
 
 
 class Guard:
@@ -85,10 +93,12 @@ class Guard:
 
     def stranger(self, scope, headers: dict[str, bytes]):
         """Checks 1 and 2: a refusal of whoever sent the request, or None."""
-        host = host_name(headers.get("host", b"").decode("latin-1"))
-        if not self.settings.allows_host(host):
-            return 400, (f"Host {shown(host) if host else '(none)'} is not a name this service "
-                         "answers to: loopback names, and those in MEMORYBOOK_ALLOWED_HOSTS."), {}
+        sent = headers.get("host", b"").decode("latin-1")
+        host = host_name(sent)
+        if host is None or not self.settings.allows_host(host):
+            return 400, (f"Host {shown(host if host is not None else sent) if sent else '(none)'}"
+                         " is not a name this service answers to: loopback names, and those in "
+                         "MEMORYBOOK_ALLOWED_HOSTS."), {}
         if self._token is not None:
             given = headers.get("authorization", b"")
             scheme, _, token = given.partition(b" ")

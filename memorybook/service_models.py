@@ -6,7 +6,8 @@ ids every client can put there and the routes can read back: `CUSTOMER_ID_RULE`.
 any other with 422 naming the rule, so every memory it files is reachable by GET and DELETE.
 `read_ticket_state()` reads POST's body: JSON only (415), in UTF-8 without a byte order mark
 (RFC 8259), within the nesting a memory may hold and the digits Python reads, UTF-8 throughout
-(no lone surrogate), shaped as `TicketState`; each refusal is one line.
+(no lone surrogate), each object naming a key once, shaped as `TicketState`; each refusal is one
+line.
 """
 
 from __future__ import annotations
@@ -306,8 +307,18 @@ def state_of(body: bytes) -> dict:
     too_deep = HTTPException(422, f"the body nests more than {MAX_STATE_NESTING} levels of "
                                   "objects and arrays, more than a memory may hold.")
     text = utf8_text(body)
+    repeated: dict[int, str] = {}  # id() of each object that names a key twice: that key
+
+    def object_of(pairs: list[tuple[str, Any]]) -> dict:
+        made = dict(pairs)
+        if len(made) < len(pairs):
+            seen: set[str] = set()
+            repeated[id(made)] = next(key for key, _ in pairs if key in seen or seen.add(key))
+        return made
+
     try:
-        state = json.loads(text, parse_constant=_not_json, parse_int=_integer, parse_float=_real)
+        state = json.loads(text, parse_constant=_not_json, parse_int=_integer, parse_float=_real,
+                           object_pairs_hook=object_of)
     except RecursionError:
         raise too_deep from None
     except _NumberNotRead as error:
@@ -316,6 +327,8 @@ def state_of(body: bytes) -> dict:
         raise HTTPException(422, f"the body is not JSON ({one_line(error)})") from None
     if nesting(state) > MAX_STATE_NESTING:
         raise too_deep
+    if repeated:  # else one of the two would be taken silently: json.loads() keeps the last
+        raise HTTPException(422, _repeated_key(state, repeated))
     if not isinstance(state, dict):
         raise HTTPException(422, f"the body must be a JSON object, the state; got "
                                  f"{_json_kind(state)}.")
@@ -339,6 +352,33 @@ def state_of(body: bytes) -> dict:
     except ValidationError as invalid:
         raise HTTPException(422, first_error(invalid.errors(), "the state's ")) from None
     return state
+
+
+def _repeated_key(state: object, repeated: dict[int, str]) -> str:
+    """The 422's line for a body with an object that names a key twice: the key, and where the
+    first such object is (read in the body's order)."""
+    pending: list[tuple[object, str]] = [(state, "")]
+    while pending:
+        item, where = pending.pop()
+        if id(item) in repeated and isinstance(item, dict):
+            # `where` is ASCII, and escaped (_step()): one line, cut short if long
+            at = f"in `{where[:100]}{'...' if len(where) > 100 else ''}`" if where else (
+                "at the top level")
+            return (f"the body names the key {shown(repeated[id(item)])} more than once {at}: "
+                    "send each key of an object once.")
+        if isinstance(item, dict):
+            pending.extend(reversed([(value, _step(where, key)) for key, value in item.items()]))
+        elif isinstance(item, list):
+            pending.extend(reversed([(value, f"{where}[{index}]")
+                                     for index, value in enumerate(item)]))
+    return "the body names a key more than once in an object: send each key of an object once."
+
+
+def _step(where: str, key: str) -> str:
+    """The path `where`, then the key `key`: `.name`, or `["what ever"]` for another key."""
+    if key.isidentifier() and key.isascii():
+        return f"{where}.{key}" if where else key
+    return f"{where}[{json.dumps(key)}]"
 
 
 def first_error(errors: list, what: str) -> str:

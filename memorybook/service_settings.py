@@ -6,11 +6,13 @@ The service's settings (who may reach it, how much it reads, how long memories l
 the expired ones are swept, how many requests go to Jev at once) are memorybook/settings.py's
 `Settings`, as every part's are: read from the environment once, when the check or the service
 starts. The check refuses, in one line, to bind beyond this machine without a token, and tries
-the recording and the store as the service will.
+the recording and the store as the service will; it prints as the service logs (a JSON object a
+line with MEMORYBOOK_LOG_FORMAT=json).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -77,7 +79,7 @@ def reason_it_cannot_start(settings: Settings | None = None) -> str | None:
         return f"make serve: the service cannot start: {said}"
     store.close()
     for notice in store.notices:  # a new key file to back up: the service would not see it new
-        print(f"make serve: the memory store: {notice}", file=sys.stderr)
+        print_as_logged(f"make serve: the memory store: {notice}", logging.INFO, settings)
     return None
 
 
@@ -90,11 +92,21 @@ def main(argv: list[str]) -> int:
         why = (refusal_to_bind(argv[0] if argv else "127.0.0.1", settings)
                or reason_it_cannot_start(settings))
     except ConfigError as error:
-        why = f"make serve: {error}"
+        why, settings = f"make serve: {error}", None
     if why is None:
         return 0
-    print(why, file=sys.stderr)
+    print_as_logged(why, logging.ERROR, settings)
     return 2
+
+
+def print_as_logged(line: str, level: int, settings: Settings | None) -> None:
+    """Print `line` to stderr as the service logs (one JSON object with
+    MEMORYBOOK_LOG_FORMAT=json); `settings` None: they were refused, the format is read alone."""
+    if settings is None or settings.log_format == "json":
+        from memorybook.service.logs import as_line, format_alone
+
+        line = as_line(line, level, settings or format_alone())
+    print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":

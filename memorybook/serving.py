@@ -22,7 +22,8 @@ RECOVERY_INTERVAL_SECONDS; it deletes expired memories every `sweep_every`. Stop
 every pending gate, then closes what it opened. Calls to Jev are capped (`max_in_flight`, replies
 ahead of gates: memorybook/in_flight.py); a call waits at most `wait_at_most` seconds for its
 customer's turn and as long for a slot (WaitedTooLong). Writes and erasures run in the customer's
-turn; reads come after their pending gates.
+turn; reads come after their pending gates, and take no turn when none is pending in this process
+or recorded in the store by any.
 
 `ready()` answers a readiness probe (memorybook/readiness.py); `metrics` counts its calls to
 Jev, replies, gates and store calls, in a Prometheus registry of its own (memorybook/metrics.py).
@@ -170,12 +171,12 @@ class AsyncMemory:
         """The customer's memories (of `ticket_id` alone, if given), oldest first, once their
         pending gates have run."""
         if ticket_id is None:
-            return await self._in_turn(self._store().recall, customer_id)
-        return await self._in_turn(self._store().recall_ticket, customer_id, ticket_id)
+            return await self._read(self._store().recall, customer_id)
+        return await self._read(self._store().recall_ticket, customer_id, ticket_id)
 
     async def history(self, customer_id: str) -> list[HistoryEvent]:
         """What happened to the customer's memories, oldest first: events, never content."""
-        return await self._in_turn(self._store_of_its_own("history").history, customer_id)
+        return await self._read(self._store_of_its_own("history").history, customer_id)
 
     async def forget(self, customer_id: str, ticket_id: str) -> list[dict]:
         """Erase the customer's memories of one ticket; return them (MemoryNotFoundError, a
@@ -202,6 +203,17 @@ class AsyncMemory:
         return await self._check.readiness(self._store(), within)
 
     # -- helpers -------------------------------------------------------------------------
+
+    async def _read(self, call: Callable[..., T], customer_id: str, *arguments: str) -> T:
+        """`call(customer_id, *arguments)` after every pending gate of the customer's: at once,
+        in a worker thread, when none is pending here or, as the store says, in any process;
+        else in the customer's turn, as a write."""
+        store = self._store()
+        if not self.gates.busy(customer_id):
+            read = await asyncio.to_thread(read_if_settled, store, call, customer_id, *arguments)
+            if read is not PENDING:
+                return read
+        return await self._in_turn(call, customer_id, *arguments)
 
     async def _in_turn(self, call: Callable[..., T], customer_id: str, *arguments: str) -> T:
         """`call(customer_id, *arguments)` in a worker thread, in the customer's turn: after
@@ -325,6 +337,21 @@ class Memory:
             loop.call_soon_threadsafe(loop.stop)
             thread.join()
             loop.close()
+
+
+PENDING = object()  # what read_if_settled() gives for a customer with a gate pending
+
+
+def read_if_settled(store: Memories, call: Callable[..., T], customer_id: str,
+                    *arguments: str) -> T | object:
+    """`call(customer_id, *arguments)` when no gate of the customer's is recorded in the store,
+    else PENDING. A store keeping no gates (InMemoryMemories) has none but this process's.
+    `store` may be the timed one AsyncMemory calls (memorybook/metrics.py): its methods are
+    looked up, as isinstance() of a protocol does not on Python 3.12 and later."""
+    has_pending_gates = getattr(store, "has_pending_gates", None)
+    if has_pending_gates is not None and has_pending_gates(customer_id):
+        return PENDING
+    return call(customer_id, *arguments)
 
 
 def asking(ask: Any) -> AskAsync:

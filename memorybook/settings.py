@@ -52,6 +52,7 @@ MAX_IN_FLIGHT_ENV = "MEMORYBOOK_MAX_IN_FLIGHT"
 MAX_BODY_BYTES_ENV = "MEMORYBOOK_MAX_BODY_BYTES"
 ALLOWED_HOSTS_ENV = "MEMORYBOOK_ALLOWED_HOSTS"
 TOKEN_ENV = "MEMORYBOOK_SERVICE_TOKEN"
+LOG_FORMAT_ENV = "MEMORYBOOK_LOG_FORMAT"
 # What httpx2 reads itself (trust_env), in either case: memorybook only names one it cannot use.
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
 
@@ -62,6 +63,7 @@ DEFAULT_MAX_BODY_BYTES = 1_000_000  # a ticket's state, as a memory may hold (MA
 DEFAULT_SWEEP_EVERY = timedelta(minutes=60)
 SHORTEST_TOKEN = 16  # characters: a token anyone could guess protects nothing
 LOOPBACK_NAMES = ("localhost",)
+LOG_FORMATS = ("text", "json")  # the service's log lines: uvicorn's own, or a JSON object each
 
 
 class ConfigError(MemorybookError, ValueError):
@@ -184,16 +186,26 @@ def _in_flight(name: str, text: str) -> int:
     return int(text)
 
 
+def _log_format(name: str, text: str) -> str:
+    if text.lower() not in LOG_FORMATS:
+        raise ConfigError(f"{name}={_shown(text)} is not a log format: set it to json (a JSON "
+                          "object a line), or text (the default).")
+    return text.lower()
+
+
 def _hosts(name: str, text: str) -> frozenset[str]:
     return frozenset(host.strip().lower().rstrip(".") for host in text.split(",") if host.strip())
 
 
 def _setting(variable: str, default: Any, read: Callable[[str, str], Any] = lambda _, text: text,
-             *, hidden: bool = False) -> Any:
+             *, hidden: bool = False, unset_means: str | None = None) -> Any:
     """A field of Settings: `read(variable, text)` turns the variable's text, stripped, into its
-    value, unless it is unset or blank (then `default`). A hidden field shows in no repr."""
-    return dataclasses.field(default=default,
-                             metadata={"variable": variable, "read": read, "hidden": hidden})
+    value, unless it is unset or blank (then `default`). A hidden field shows in no repr. A field
+    whose default weakens what protects the customers' data (`unset_means` says how) refuses a
+    variable set but blank: an empty `${VALUE}` in a deployment's file is a value gone missing,
+    not a choice."""
+    return dataclasses.field(default=default, metadata={
+        "variable": variable, "read": read, "hidden": hidden, "unset_means": unset_means})
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -213,8 +225,12 @@ class Settings:
     usage_log: Path | None = _setting(USAGE_LOG_ENV, None)
     # The store (memorybook/store/opening.py)
     store_url: str | None = _setting(STORE_URL_ENV, None, hidden=True)
-    store_key: str | None = _setting(STORE_KEY_ENV, None, hidden=True)
-    retention: timedelta | NeverType = _setting(RETENTION_DAYS_ENV, DEFAULT_RETENTION, _days)
+    store_key: str | None = _setting(
+        STORE_KEY_ENV, None, hidden=True,
+        unset_means="a key file beside a SQLite store")
+    retention: timedelta | NeverType = _setting(
+        RETENTION_DAYS_ENV, DEFAULT_RETENTION, _days,
+        unset_means="memories that last until erased (or set it to never)")
     # The service, and InFlight (memorybook/service.py, memorybook/in_flight.py)
     sweep_every: timedelta = _setting(
         SWEEP_MINUTES_ENV, DEFAULT_SWEEP_EVERY, lambda name, text: timedelta(
@@ -225,7 +241,8 @@ class Settings:
         lambda name, text: int(_positive(name, text, DEFAULT_MAX_BODY_BYTES, whole=True)))
     allowed_hosts: frozenset[str] = _setting(ALLOWED_HOSTS_ENV, frozenset(), _hosts)
     token: str | None = _setting(TOKEN_ENV, None, lambda name, text: checked_token(text, name),
-                                 hidden=True)
+                                 hidden=True, unset_means="no token (answering loopback alone)")
+    log_format: str = _setting(LOG_FORMAT_ENV, "text", _log_format)
     # The fields read from the environment (the rest were given, or defaults): `source()`.
     read_from_environment: frozenset[str] = dataclasses.field(
         default=frozenset(), init=False, compare=False)
@@ -242,7 +259,7 @@ class Settings:
             "record_mode": checked_mode(self.record_mode),
             "usage_log": Path(self.usage_log) if self.usage_log else None,
             "store_url": self.store_url or None,
-            "store_key": self.store_key or None,
+            "store_key": _not_blank(self.store_key, "store_key"),
             "allowed_hosts": _hosts("allowed_hosts", ",".join(_strings(self.allowed_hosts))),
         }
         for name, value in normal.items():
@@ -265,6 +282,9 @@ class Settings:
                               f"{self.retention!r}")
         if self.token is not None:
             checked_token(self.token, "token")
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"log_format must be one of {', '.join(LOG_FORMATS)}, not "
+                              f"{self.log_format!r}")
         for name in ("max_body_bytes", "max_in_flight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -285,9 +305,13 @@ class Settings:
         for field in dataclasses.fields(cls):
             if field.name in given or field.name in cls.FIELDS_NOT_READ:
                 continue
-            text = os.environ.get(field.metadata["variable"], "")
-            if text.strip():
-                read[field.name] = field.metadata["read"](field.metadata["variable"], text.strip())
+            variable, text = field.metadata["variable"], os.environ.get(field.metadata["variable"])
+            if text is not None and text.strip():
+                read[field.name] = field.metadata["read"](variable, text.strip())
+            elif text is not None and field.metadata["unset_means"]:
+                raise ConfigError(f"{variable} is set but blank: give it a value, or unset it "
+                                  f"for {field.metadata['unset_means']}; blank is refused, as a "
+                                  "value gone missing would be.")
         settings = cls(**read, **given)
         object.__setattr__(settings, "read_from_environment", frozenset(read))
         return settings
@@ -320,6 +344,13 @@ def _blank_is_none(value: object, name: str) -> object:
         return None
     if not isinstance(value, str | os.PathLike):
         raise ConfigError(f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _not_blank(value: object, name: str) -> object:
+    """A secret given as a field: None for none, and never blank (see _setting())."""
+    if isinstance(value, str) and not value.strip():
+        raise ConfigError(f"{name} is blank: give it a value, or None for none.")
     return value
 
 

@@ -20,6 +20,7 @@ import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx2
 import pytest
@@ -238,26 +239,94 @@ def test_get_and_delete_of_an_id_breaking_the_rule_get_422_naming_it(tmp_path, p
                                          "the store's ValueError (a 500)")
 
 
-@pytest.mark.parametrize("blank", ["%1F", "%1C%1D", "%20%1E%09", "%E3%80%80", "%C2%85"])
-def test_a_ticket_id_python_counts_as_blank_gets_422_everywhere(tmp_path, blank):
-    import urllib.parse
+# Every character str.isspace() counts, and those another reading of `\s` counts too: ECMA-262's
+# (a JSON Schema's) holds U+FEFF; Python's `re` with re.ASCII (as Schemathesis reads a pattern)
+# only the ASCII ones; pydantic's (Rust's) all of Python's but U+001C-U+001F.
+SPACES = [chr(code) for code in range(0x110000) if chr(code).isspace()]
+NOT_SPACES = ["\ufeff", "\u180e", "\u200b", "\x00", "\x1b", "\x7f", "T"]
 
-    app, jev = service(tmp_path)
-    state = ticket()
-    state["ticket"]["id"] = urllib.parse.unquote(blank)
+
+def test_the_schema_and_the_service_take_the_same_ticket_ids_those_str_strip_keeps(tmp_path):
+    import jsonschema_rs
+
+    app, _ = service(tmp_path)
+    ids = SPACES + NOT_SPACES + [space * 2 for space in SPACES[::7]] + [
+        f"{space}T-1{space}" for space in SPACES[::5]]
 
     async def requests(http):
-        return [await http.delete(f"/customers/C-1042/memories/{blank}"),
-                await http.post("/tickets", json=state)]
+        schema = (await http.get("/openapi.json")).json()
+        answers = {}
+        for n, ticket_id in enumerate(ids):
+            state = ticket(f"C-{n}", ticket_id)
+            answers[ticket_id] = (
+                await http.post("/tickets", json=state),
+                await http.get(f"/customers/C-{n}/memories/{quote(ticket_id, safe='')}"))
+        return schema, answers
 
-    for answer in talk(app, requests):
-        told = one_line(answer, 422, f"a ticket id of {blank} is blank to the store "
-                                     "(str.strip()), and must be refused by the schema's "
-                                     "pattern (NOT_BLANK_PATTERN in memorybook/store/"
-                                     "validation.py), never by the store (a 500)")
-        assert "must not be blank" in told, (
-            f"first_error() (memorybook/service_models.py) must say so in words: {told}")
-    assert jev.calls == []
+    schema, answers = talk(app, requests)
+    body = schema["components"]["schemas"]["Ticket"]["properties"]["id"]["pattern"]
+    [path] = [parameter["schema"]["pattern"] for parameter in schema["paths"][
+        "/customers/{customer}/memories/{ticket}"]["get"]["parameters"]
+        if parameter["name"] == "ticket"]
+    assert body == path, f"the body's ticket id and the path's follow one pattern: {body} {path}"
+    readings = {"Python's re": re.compile(body).search,
+                "Python's re.ASCII, as Schemathesis reads it": re.compile(body, re.ASCII).search,
+                "ECMA-262's, as a JSON Schema validator reads it": jsonschema_rs.validator_for(
+                    {"type": "string", "pattern": body}).is_valid}
+    wrong = []
+    for ticket_id, (posted, got) in answers.items():
+        kept = bool(ticket_id.strip())  # what the store takes (checked_ticket_id())
+        wrong += [f"{what} {'refuses' if kept else 'takes'} {ticket_id!r}"
+                  for what, reads in readings.items() if bool(reads(ticket_id)) != kept]
+        wrong += [f"{method} {'refuses' if kept else 'takes'} {ticket_id!r}: {answer.status_code}"
+                  for method, answer in (("POST", posted), ("GET", got))
+                  if (answer.status_code == 200) != kept]
+        if not kept:
+            for answer in (posted, got):
+                assert "must not be blank" in one_line(answer, 422, "a blank ticket id"), (
+                    f"first_error() (memorybook/service_models.py) must say so in words: "
+                    f"{answer.text}")
+    assert not wrong, (
+        "the schema's pattern for a ticket id and the service must take exactly the ids "
+        "str.strip() keeps (NOT_BLANK_PATTERN in memorybook/store/validation.py: each character "
+        f"str.isspace() counts, named, never \\s, which each engine reads its own way): {wrong}")
+    everything = "".join(chr(code) for code in range(0x110000) if not 0xD800 <= code <= 0xDFFF)
+    for what, reads in readings.items():
+        taken = [character for character in everything if not reads(character)]
+        assert taken == SPACES, (
+            f"over every character, {what} of NOT_BLANK_PATTERN must refuse exactly those "
+            f"str.isspace() counts: it differs at {sorted(set(taken) ^ set(SPACES))[:10]}")
+
+
+DUPLICATED = {
+    "customer twice": ('{"customer": {"id": "C-1"}, "customer": {"id": "C-2"}, '
+                       '"ticket": {"id": "T-1"}}', "'customer'", "at the top level"),
+    "an id twice": ('{"customer": {"id": "C-1", "id": "C-2"}, "ticket": {"id": "T-1"}}',
+                    "'id'", "in `customer`"),
+    "an escaped twin": ('{"customer": {"id": "C-1"}, "ticket": {"id": "T-1", "messages": '
+                        '[{"text": "a", "\\u0074ext": "b"}]}}', "'text'",
+                        "in `ticket.messages[0]`"),
+    "deep, with odd keys": ('{"customer": {"id": "C-1"}, "ticket": {"id": "T-1"}, "a b\\n": '
+                            '[[{"x": {"k": 1, "k": 2}}]]}', "'k'", '["a b\\n"][0][0].x'),
+}
+
+
+@pytest.mark.parametrize("what", list(DUPLICATED))
+def test_a_body_naming_a_key_twice_gets_422_naming_it_and_where(tmp_path, what):
+    app, jev = service(tmp_path)
+    body, key, where = DUPLICATED[what]
+
+    async def requests(http):
+        return (await http.post("/tickets", content=body, headers=JSON),
+                await http.get("/customers/C-2/history"), await http.get("/customers/C-1/history"))
+
+    answer, *histories = talk(app, requests)
+    detail = one_line(answer, 422, f"a body with {what}: json.loads() keeps the last of two, so "
+                                   "state_of() (memorybook/service_models.py) must refuse it")
+    assert key in detail and where in detail, (
+        f"the 422 for {what} must name the key ({key}) and where it is ({where}): {detail}")
+    assert jev.calls == [] and all(h.json()["events"] == [] for h in histories), (
+        f"a body with {what} was routed or filed")
 
 
 @pytest.mark.parametrize("content_type", [None, "text/plain", "text/plain;charset=UTF-8",
@@ -611,7 +680,9 @@ def test_health_answers_a_probe_that_has_neither_an_allowed_host_nor_the_token(
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "localhost.evil.example",
-                                  "127.0.0.1.nip.io", "", "[::2]"])
+                                  "127.0.0.1.nip.io", "", "[::2]", "[::1]evil.example",
+                                  "[::1]:8000evil.example", "[::1]:80:80", "[::1",
+                                  "localhost:evil.example", "127.0.0.1:8000 evil"])
 def test_a_host_that_is_not_a_loopback_name_gets_400_and_reads_nothing(tmp_path, host):
     app, jev = service(tmp_path)
 
@@ -757,6 +828,7 @@ def test_the_service_serves_a_sqlite_store_alone_and_will_not_start_beside_anoth
 
 @pytest.mark.parametrize("setting", ["MEMORYBOOK_SERVICE_TOKEN=short",
                                      "MEMORYBOOK_SERVICE_TOKEN=a token with spaces inside",
+                                     "MEMORYBOOK_SERVICE_TOKEN=", "MEMORYBOOK_SERVICE_TOKEN= \t",
                                      "MEMORYBOOK_MAX_BODY_BYTES=1e6",
                                      "MEMORYBOOK_MAX_BODY_BYTES=0",
                                      "MEMORYBOOK_RETENTION_DAYS=-1",
@@ -770,7 +842,7 @@ def test_an_unusable_setting_stops_create_app_in_one_line(monkeypatch, setting):
         create_app("sqlite:///unused.sqlite3")
     assert "\n" not in str(raised.value) and name.split("_")[-1].lower() in str(
         raised.value).lower(), raised.value
-    if "TOKEN" in name:
+    if "TOKEN" in name and value.strip():
         assert value not in str(raised.value), "the message repeats the token"
 
 
@@ -1064,7 +1136,7 @@ def test_replies_still_go_while_every_gate_hangs_on_the_upstream(tmp_path):
 def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypatch, capsys):
     import io
 
-    from memorybook.service.app import log_where_uvicorn_logs
+    from memorybook.service.logs import log_where_uvicorn_logs
 
     ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
     stream = io.StringIO()
@@ -1078,8 +1150,8 @@ def test_under_uvicorns_logging_the_services_lines_go_where_uvicorns_go(monkeypa
     ours.info("swept 3 expired memories")
     assert stream.getvalue() == "INFO:     swept 3 expired memories\n", (
         "under uvicorn's own logging set-up, the memorybook logger must use uvicorn's handlers "
-        "from INFO up (log_where_uvicorn_logs() in memorybook/service/app.py): otherwise its lines "
-        f"reach stderr bare, INFO not at all; got {stream.getvalue()!r}")
+        "from INFO up (log_where_uvicorn_logs() in memorybook/service/logs.py): otherwise its "
+        f"lines reach stderr bare, INFO not at all; got {stream.getvalue()!r}")
 
 
 def test_make_serves_check_names_a_store_or_recording_the_service_cannot_start_with(

@@ -166,3 +166,70 @@ def test_memory_does_it_all_from_a_script_and_leaves_no_thread(tmp_path):
     assert left == [], f"Memory left threads running once closed: {left}"
     with pytest.raises(RuntimeError, match="not open"):
         memory.memories("C-1")
+
+
+def turns_taken(monkeypatch) -> list[str]:
+    """The customers whose turn a PendingGates takes from now on (reads and writes alike)."""
+    from memorybook.gates import PendingGates
+
+    taken, take = [], PendingGates.take_turn
+
+    def noted(self, customer):
+        taken.append(customer)
+        return take(self, customer)
+
+    monkeypatch.setattr(PendingGates, "take_turn", noted)
+    return taken
+
+
+@pytest.mark.parametrize("backend_name", ["sqlite", "postgresql"])
+def test_a_read_with_no_gate_pending_anywhere_takes_no_turn(tmp_path, monkeypatch,
+                                                            backend_name):
+    from tests.store.conftest import fresh_location
+
+    with fresh_location(backend_name, tmp_path, monkeypatch) as backend:
+        memory = AsyncMemory(backend.url, ask=MadeUpJev(answers),
+                             store_options={"key": backend.key})
+        taken = turns_taken(monkeypatch)
+
+        async def scenario():
+            async with memory:
+                await memory.ask(ticket("T-1"), ROUTE)
+                await memory.gates.drain()
+                del taken[:]
+                return (await memory.memories("C-1"), await memory.history("C-1"),
+                        await memory.memories("C-1", "T-1"))
+
+        listed, events, of_ticket = asyncio.run(scenario())
+    assert [ticket_id_of(saved) for saved in listed + of_ticket] == ["T-1", "T-1"]
+    assert [event.event for event in events] == ["saved"]
+    assert taken == [], (
+        f"reads of a customer with no gate pending took the turns of {taken}: "
+        "AsyncMemory._read() (memorybook/serving.py) must read at once when none is pending "
+        "here or recorded in the store")
+
+
+def test_a_read_waits_for_a_gate_another_replica_has_pending(tmp_path, monkeypatch):
+    from tests.store.conftest import fresh_location
+
+    with fresh_location("postgresql", tmp_path, monkeypatch) as backend:
+        held = HeldGates()
+        replicas = [AsyncMemory(backend.url, ask=ask, store_options={"key": backend.key})
+                    for ask in (held, MadeUpJev(answers))]
+
+        async def scenario():
+            async with replicas[0] as posting, replicas[1] as reading:
+                await posting.ask(ticket("T-1"), ROUTE)
+                try:
+                    listed = asyncio.create_task(reading.memories("C-1"))
+                    await asyncio.sleep(0.5)
+                    early = listed.done()
+                finally:
+                    held.release.set()
+                return early, [ticket_id_of(saved) for saved in await listed]
+
+        early, listed = asyncio.run(scenario())
+    assert not early and listed == ["T-1"], (
+        "a read on one replica answered while another had the customer's gate pending "
+        f"(answered early: {early}, with {listed}): a gate recorded in the store must make the "
+        "read wait for the customer's turn (read_if_settled(), memorybook/serving.py)")

@@ -54,6 +54,7 @@ SAMPLES = {
     "MEMORYBOOK_ALLOWED_HOSTS": ("Memory.Example., api.example",
                                  frozenset({"memory.example", "api.example"})),
     "MEMORYBOOK_SERVICE_TOKEN": (TOKEN, TOKEN),
+    "MEMORYBOOK_LOG_FORMAT": ("JSON", "json"),
 }
 # A value each variable that can be wrong refuses, in one line naming it.
 UNUSABLE = {
@@ -64,7 +65,11 @@ UNUSABLE = {
     "MEMORYBOOK_MAX_IN_FLIGHT": "0",
     "MEMORYBOOK_MAX_BODY_BYTES": "1e6",
     "MEMORYBOOK_SERVICE_TOKEN": "a token with spaces inside",
+    "MEMORYBOOK_LOG_FORMAT": "xml",
 }
+# Variables whose default weakens what protects the customers' data: set but blank (an empty
+# ${VALUE} in a deployment's file), each is refused rather than read as unset.
+BLANK_REFUSED = {"MEMORYBOOK_SERVICE_TOKEN", "MEMORYBOOK_STORE_KEY", "MEMORYBOOK_RETENTION_DAYS"}
 
 
 @pytest.fixture
@@ -130,7 +135,7 @@ def test_a_field_given_wins_and_its_variable_is_not_read(no_settings):
         no_settings.setenv(variable, text)
     given = {"record_mode": "live", "timeout_seconds": 5, "retention": NEVER,
              "sweep_every": timedelta(seconds=1), "max_in_flight": 2, "max_body_bytes": 10,
-             "token": None}
+             "token": None, "log_format": "text"}
     settings = Settings.from_environment(**given)
     assert {name: getattr(settings, name) for name in given} == {
         **given, "record_mode": Mode.LIVE, "timeout_seconds": 5.0}, settings
@@ -148,6 +153,28 @@ def test_an_unusable_value_is_refused_in_one_line_naming_its_variable(no_setting
         f"{variable}={UNUSABLE[variable]!r} must be refused in one line naming it: {said!r}")
     if variable == "MEMORYBOOK_SERVICE_TOKEN":
         assert UNUSABLE[variable] not in said, "the message repeats the token"
+
+
+@pytest.mark.parametrize("variable", sorted(VARIABLES))
+def test_a_variable_set_but_blank_is_refused_where_unset_would_weaken_protection(no_settings,
+                                                                                 variable):
+    for blank in ("", "  \t"):
+        no_settings.setenv(variable, blank)
+        if variable not in BLANK_REFUSED:
+            assert Settings.from_environment() == Settings(), (
+                f"{variable}={blank!r} must read as unset (memorybook/settings.py)")
+            continue
+        with pytest.raises(ConfigError) as refused:
+            Settings.from_environment()
+        said = str(refused.value)
+        assert variable in said and "blank" in said and "\n" not in said, (
+            f"{variable} set but blank must stop the part being made, in one line naming it: "
+            "unset, its default protects less (a token off, a key file beside the database, "
+            "memories kept for ever); give its field `unset_means=` in memorybook/settings.py: "
+            f"{said!r}")
+    if variable == "MEMORYBOOK_STORE_KEY":
+        with pytest.raises(ConfigError, match="store_key is blank"):
+            Settings(store_key=" ")
 
 
 @pytest.mark.parametrize("given, named", [

@@ -13,9 +13,9 @@ answers a load balancer's probe. Each route is a call on the app's AsyncMemory
 the service, keeps each customer's calls in order (across processes on PostgreSQL), records each
 gate in the store before its reply (one left by a process that died runs in the next one up),
 and sweeps expired memories. The package: app.py (create_app()), routes.py, failures.py (errors
-as answers); every request passes the guard first (memorybook/service_guard.py); the contract,
-the id rule and every status answered are in
-memorybook/service_models.py and `/openapi.json`.
+as answers), logs.py (the log lines' format, each request's id); every request passes the
+guard first (memorybook/service_guard.py); the contract, the id rule and every status answered
+are in memorybook/service_models.py and `/openapi.json`.
 
 Running it. Its settings (memorybook/settings.py; README.md's table lists each variable) come
 from the environment when the app is made, unless given: TYPESAFE_API_KEY (none: replay only)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -12,18 +11,21 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from starlette.routing import Match
 
 from memorybook.example import ROUTE
 from memorybook.service.counting import RequestsCounted, requests_counter, route_template
+from memorybook.service.logs import (
+    RequestIds,
+    log_as_settings_say,
+    log_where_uvicorn_logs,
+    refused_in_one_line,
+)
 from memorybook.service.routes import router
 from memorybook.service_guard import Guard
 from memorybook.service_models import CUSTOMER_ID_RULE, TicketState, first_error, refused_id
 from memorybook.service_settings import jev_to_serve
 from memorybook.serving import AsyncMemory
 from memorybook.settings import NeverType, Settings
-
-HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
 
 
 def create_app(store_url: str | None = None, *, retention: timedelta | NeverType | None = None,
@@ -39,9 +41,11 @@ def create_app(store_url: str | None = None, *, retention: timedelta | NeverType
     a unit test. `settings` (memorybook/settings.py): who may reach it, body limit, sweep
     interval, store, key, time limits (by default the environment's, read now). `questions`:
     what POST asks Jev about each ticket (by default the example's ROUTE)."""
-    settings = settings or Settings.from_environment()
-    memory = AsyncMemory(store_url, ask=jev_to_serve(settings) if ask is None else ask,
-                         retention=retention, settings=settings, store_options=store_options)
+    with refused_in_one_line():  # under uvicorn; elsewhere raised (memorybook/service/logs.py)
+        settings = settings or Settings.from_environment()
+        log_as_settings_say(settings)  # before uvicorn logs its start
+        memory = AsyncMemory(store_url, ask=jev_to_serve(settings) if ask is None else ask,
+                             retention=retention, settings=settings, store_options=store_options)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,8 +62,8 @@ def create_app(store_url: str | None = None, *, retention: timedelta | NeverType
     app.openapi = lambda: schema_of(app, bearer=settings.token is not None)
     app.add_middleware(Guard, settings=settings, methods_at=lambda path: methods_at(app, path))
     app.add_middleware(RequestsCounted, counter=requests_counter(memory.metrics.registry),
-                       template_of=lambda scope: route_template([*app.routes, *router.routes],
-                                                                scope))
+                       template_of=lambda path: route_template(routes_of(app.router), path))
+    app.add_middleware(RequestIds)  # outside the guard: its refusals' lines carry the id too
     return app
 
 
@@ -89,20 +93,21 @@ def schema_of(app: FastAPI, *, bearer: bool) -> dict:
 
 def methods_at(app: FastAPI, path: str) -> set[str]:
     """Every method the app's routes take at `path`, across all the routes matching it (those
-    of an included router too)."""
-    return {method for method in HTTP_METHODS if any(
-        route.matches({"type": "http", "path": path, "method": method, "root_path": ""})[0]
-        is Match.FULL for route in app.router.routes)}
+    of an included router too): on every request, so by each route's own pattern."""
+    methods: set[str] = set()
+    for route in routes_of(app.router):
+        if route.path_regex.match(path):
+            methods |= route.methods
+    return methods
 
 
-def log_where_uvicorn_logs() -> None:
-    """Under uvicorn's own logging set-up (no --log-config of the app's), the service's lines go
-    where uvicorn's go, in its format, from INFO up: without this they reach stderr bare, and
-    INFO not at all. Logging an app has set up, or none (a notebook), is left as it is."""
-    ours, uvicorns = logging.getLogger("memorybook"), logging.getLogger("uvicorn")
-    if ours.hasHandlers() or not uvicorns.handlers:
-        return
-    for handler in uvicorns.handlers:
-        ours.addHandler(handler)
-    if ours.level == logging.NOTSET:
-        ours.setLevel(logging.INFO)
+def routes_of(router) -> list:
+    """The routes with paths and methods under `router`, an included router's among them."""
+    found = []
+    for route in router.routes:
+        if hasattr(route, "original_router"):  # FastAPI keeps an included router's routes there
+            found += routes_of(route.original_router)
+        elif getattr(route, "methods", None) and hasattr(route, "path_regex"):
+            found.append(route)
+    return found
+

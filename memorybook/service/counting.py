@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter
-from starlette.routing import Match
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
 UNMATCHED = "unmatched"
@@ -24,12 +23,11 @@ def requests_counter(registry: CollectorRegistry | None) -> Counter:
                    registry=registry)
 
 
-def route_template(routes: list, scope: dict) -> str:
-    """The path template of the first of `routes` whose path matches `scope`'s (with any
-    method); routes without a template of their own (a router included whole) are passed
-    over: give its routes too."""
+def route_template(routes: list, path: str) -> str:
+    """The path template of the first of `routes` (memorybook/service/app.py routes_of()) whose
+    pattern matches `path`, with any method."""
     for route in routes:
-        if getattr(route, "path_format", None) and route.matches(scope)[0] is not Match.NONE:
+        if route.path_regex.match(path):
             return route.path_format
     return UNMATCHED
 
@@ -37,9 +35,9 @@ def route_template(routes: list, scope: dict) -> str:
 class RequestsCounted:
     """ASGI middleware: each HTTP request counted in `counter` once its answer has started (as
     a 500 if the app raised before one did; not at all if the client left first), under the
-    route `template_of(scope)` gives."""
+    route `template_of(path)` gives."""
 
-    def __init__(self, app, *, counter: Counter, template_of: Callable[[dict], str]) -> None:
+    def __init__(self, app, *, counter: Counter, template_of: Callable[[str], str]) -> None:
         self.app = app
         self.counter = counter
         self.template_of = template_of
@@ -63,4 +61,4 @@ class RequestsCounted:
         finally:
             if status:
                 method = scope["method"] if scope["method"] in HTTP_METHODS else "other"
-                self.counter.labels(method, self.template_of(scope), str(status[0])).inc()
+                self.counter.labels(method, self.template_of(scope["path"]), str(status[0])).inc()

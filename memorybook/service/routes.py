@@ -36,12 +36,13 @@ from memorybook.serving import AsyncMemory
 from memorybook.store.validation import NOT_BLANK_PATTERN, shown
 
 
-def held_memory(request: Request) -> AsyncMemory:
-    """The app's memory, started by its lifespan."""
+async def held_memory(request: Request) -> AsyncMemory:
+    """The app's memory, started by its lifespan (async: a plain function would be run in a
+    worker thread on every request)."""
     return request.app.state.memory
 
 
-def questions_asked(request: Request) -> dict:
+async def questions_asked(request: Request) -> dict:
     """What POST /tickets asks Jev about each ticket (create_app's `questions`)."""
     return request.app.state.questions
 

@@ -56,6 +56,8 @@ class GateRecords(Protocol):
 
     def customers_with_abandoned_gates(self) -> list[str]: ...
 
+    def has_pending_gates(self, customer_id: str) -> bool: ...
+
     def serving_alone(self) -> AbstractContextManager[None]: ...
 
 
@@ -149,6 +151,15 @@ class StoredGates:
                     except (UnreadableMemory, KeyError, TypeError):
                         continue  # claim_abandoned_gates() of no customer can open it
             return list(customers.values())
+
+    def has_pending_gates(self, customer_id: str) -> bool:
+        """Whether a gate of this customer is recorded and not yet settled, by any store object
+        of any process, its owner alive or gone: a read with none needs to wait for no turn."""
+        customer_id = checked_customer_id(customer_id)
+        with self._call("has_pending_gates()"):
+            customer = self._open_keys().customer_digest(customer_id)
+            return bool(self._database.run(
+                f"SELECT 1 FROM {PENDING_TABLE} WHERE customer_digest = ? LIMIT 1", (customer,)))
 
     # -- helpers -------------------------------------------------------------------
 

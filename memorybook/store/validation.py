@@ -15,8 +15,10 @@ MAX_MEMORY_BYTES = 1_000_000  # of JSON text per memory: a ticket and its answer
 # Levels of dicts and lists in one memory: far below what Python decodes at any stack depth.
 MAX_MEMORY_NESTING = 100
 # A ticket id that is not blank, as a pattern (the service's schema): it holds a character that
-# str.strip(), which checked_ticket_id() uses, keeps; Python strips \x1c-\x1f as white space too.
-NOT_BLANK_PATTERN = r"[^\s\x1c-\x1f]"
+# str.strip(), which checked_ticket_id() uses, keeps. Each character str.isspace() counts is
+# named, never `\s`, which means other characters to each engine reading the schema (Python's
+# `re`, Python's with re.ASCII as Schemathesis reads it, pydantic's Rust, ECMA-262's).
+NOT_BLANK_PATTERN = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 # What json.dumps(memory, allow_nan=False) makes anew at each call, made once.
 _MEMORY_JSON = json.JSONEncoder(allow_nan=False)
 
