@@ -1,0 +1,240 @@
+"""A store key that rotates (memorybook/store/rotation.py): earlier keys read what they sealed and
+the digests find it, a new key seals; `rotate` seals every row anew, in batches, beside other
+writers and again after SIGKILL anywhere; then the new key alone reads everything and an old key
+alone is refused. And a store nobody rotates keeps the format the previous release opens."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from cryptography.exceptions import InvalidTag
+
+import memorybook.store.rotation as rotation
+from memorybook.store import MemoryStoreError, MemoryStoreKeyError
+from memorybook.store.encryption import DerivedKeys, parse_key
+from memorybook.store.rotation import Resealed
+from tests.helpers import Backend, make_memory, new_key, ticket_ids
+
+CUSTOMERS = ("C-1", "C-2", "C-3")
+CAP = 3  # each customer saves one memory more: an eviction copies its sealed ticket id
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of two memory rows and three history rows, so that a few rows take many."""
+    monkeypatch.setattr(rotation, "MEMORY_ROWS_A_BATCH", 2)
+    monkeypatch.setattr(rotation, "SMALL_ROWS_A_BATCH", 3)
+
+
+def fill(store) -> None:
+    """Rows of every kind a store seals: memories and their ticket ids, history (saved, evicted,
+    forgotten) and a pending gate, abandoned once the store object is closed."""
+    for customer in CUSTOMERS:
+        for n in range(CAP + 1):
+            store.save(customer, make_memory(customer, f"T-{n}"))
+    store.forget("C-2", "T-3")
+    store.record_gate("C-3", make_memory("C-3", "T-9"))
+
+
+def everything(store) -> dict:
+    """What the store gives back of those rows; of the pending gate, its customer, which
+    customers_with_abandoned_gates() reads from the gate's sealed memory (without claiming it,
+    so that its owner stays the store object that recorded it, long gone)."""
+    read = {customer: (store.recall(customer),
+                       [(event, ticket) for event, ticket, _ in store.history(customer)])
+            for customer in CUSTOMERS}
+    read["gates"] = store.customers_with_abandoned_gates()
+    assert store.notices == [], store.notices
+    return read
+
+
+def sealed_values(backend: Backend) -> list[bytes]:
+    """Every sealed value the store's rows hold."""
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):
+        values = [value for table, column in (
+            ("memories", "sealed"), ("memories", "sealed_ticket"), ("history", "sealed_ticket"),
+            ("pending", "sealed"),
+        ) for (value,) in connection.execute(f"SELECT {column} FROM memorybook_{table}")]
+    return [bytes(value) for value in values if value]
+
+
+def meta(backend: Backend) -> dict[str, bytes]:
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):
+        return {name: bytes(value) for name, value in
+                connection.execute("SELECT name, value FROM memorybook_meta").fetchall()}
+
+
+def filled(backend: Backend) -> dict:
+    with backend.open(max_memories=CAP) as store:
+        fill(store)
+    with backend.open(max_memories=CAP) as store:
+        return everything(store)
+
+
+def test_earlier_keys_read_what_they_sealed_the_digests_find_it_and_the_new_key_seals(
+        backend: Backend) -> None:
+    before = filled(backend)
+    old, new = backend.key, new_key()
+    with backend.open(key=new, old_keys=[old], max_memories=CAP) as store:
+        assert before["gates"] == ["C-3"] and everything(store) == before, (
+            "a store given a new key and the old one must find and read every row the old key "
+            "wrote, pending gates and history included: digests keep the store's digest key "
+            "(RotatingKeys._checked() in memorybook/store/rotation.py), rows open with any key "
+            "given (Keys.opened() in memorybook/store/encryption.py)")
+        store.save("C-1", make_memory("C-1", "T-new"))
+        assert ticket_ids(store.recall("C-1"))[-1] == "T-new"
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):
+        [(customer, ticket, sealed)] = connection.execute(
+            "SELECT customer_digest, ticket_digest, sealed FROM memorybook_memories"
+            " ORDER BY id DESC LIMIT 1").fetchall()
+    bound_to, sealed = bytes(customer) + bytes(ticket), bytes(sealed)
+    DerivedKeys(parse_key(new, "new", "test")).open(bound_to, sealed)  # InvalidTag unless new's
+    with pytest.raises(InvalidTag):
+        DerivedKeys(parse_key(old, "old", "test")).open(bound_to, sealed)
+    with pytest.raises(MemoryStoreKeyError, match="may be sealed with 1 key") as refused:
+        backend.open(max_memories=CAP)  # the old key alone
+    assert old not in str(refused.value) and new not in str(refused.value), "a key in a message"
+
+
+def test_rotate_seals_every_row_anew_then_the_new_key_alone_reads_everything(
+        backend: Backend) -> None:
+    before = filled(backend)
+    old_values = sealed_values(backend)
+    old, new = backend.key, new_key()
+    with backend.open(key=new, old_keys=[old], max_memories=CAP) as store:
+        resealed = store.rotate_key()
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):
+        counts = [connection.execute(f"SELECT COUNT(*) FROM memorybook_{table}").fetchall()[0][0]
+                  for table in ("memories", "history", "pending")]
+    assert resealed == Resealed(*counts, unreadable=0), (
+        f"rotate_key() must seal every row of memories, history and pending gates anew, and say "
+        f"how many (memorybook/store/rotation.py): {resealed}, rows {counts}")
+    with backend.open(key=new, max_memories=CAP) as store:
+        assert everything(store) == before, "after rotate_key(), the new key alone must read all"
+    with pytest.raises(MemoryStoreKeyError, match="did not encrypt"):
+        backend.open(key=old)
+    backend.wait_for_older_transactions()  # PostgreSQL: VACUUM FULL keeps what they may read
+    with backend.open(key=new) as store:
+        assert store.rotate_key() == Resealed(), "a rotation run again has nothing left to seal"
+    raw = backend.raw_bytes()
+    kept = sum(value in raw for value in old_values)
+    assert not kept, (
+        f"{kept} of {len(old_values)} values sealed with the old key are still in the store's "
+        "files after rotate_key(): it must erase them as sweep() erases deleted rows "
+        "(erase_deleted_rows()), or a leaked old key still reads them")
+
+
+@contextlib.contextmanager
+def saving_beside(rotating, writer, saved: dict[str, list[str]]):
+    """Before each transaction of the rotation's pass over memories (one customer's rows), a save
+    of the writer's: over the cap, it evicts a row the rotation may not have reached yet,
+    copying its sealed ticket id into history."""
+    database = rotating._database
+    begin = database.write_transaction
+
+    def another_save_first(lock_key: bytes):
+        if len(lock_key) == 32:  # a customer's digest: not the tables' lock nor the rotation's
+            n = sum(map(len, saved.values()))
+            customer = CUSTOMERS[n % 3]
+            writer.save(customer, make_memory(customer, f"W-{n}"))
+            saved[customer].append(f"W-{n}")
+        return begin(lock_key)
+
+    database.write_transaction = another_save_first
+    try:
+        yield
+    finally:
+        del database.write_transaction
+
+
+def saved_so_far() -> dict[str, list[str]]:
+    saved = {customer: [f"T-{n}" for n in range(CAP + 1)] for customer in CUSTOMERS}
+    saved["C-2"].remove("T-3")
+    return saved
+
+
+def test_rotate_beside_another_store_object_writing_loses_nothing(backend: Backend) -> None:
+    filled(backend)
+    old, new = backend.key, new_key()
+    saved = saved_so_far()
+    with backend.open(key=new, old_keys=[old], max_memories=CAP) as writer, backend.open(
+            key=new, old_keys=[old], max_memories=CAP) as rotating:
+        with saving_beside(rotating, writer, saved):
+            rotating.rotate_key()
+    assert sum(map(len, saved.values())) > 13, "the rotation ran too few transactions to test"
+    with backend.open(key=new, max_memories=CAP) as store:
+        for customer in CUSTOMERS:
+            assert ticket_ids(store.recall(customer)) == saved[customer][-CAP:]
+            tickets = [ticket for event, ticket, _ in store.history(customer)
+                       if event in ("saved", "evicted")]
+            assert None not in tickets and store.notices == [], (
+                f"{customer}'s history holds ticket ids the new key cannot open: a save copied a "
+                "memory's sealed ticket id into history after the rotation's history pass, or "
+                "the rotation missed it (memories first, each customer's under its write lock, "
+                f"then history: RotatingKeys._resealed_everywhere()): {store.notices}")
+            saves = len(saved[customer]) + (customer == "C-2")  # and C-2's T-3, forgotten
+            evicted = saves - CAP - (customer == "C-2")
+            assert len(tickets) == saves + evicted, (
+                f"{customer}'s history must hold an event for each of its {saves} saves and "
+                f"{evicted} evictions, whatever the rotation did meanwhile: {tickets}")
+
+
+def test_rotate_beside_a_process_sealing_with_the_old_key_stops_before_it_finishes(
+        backend: Backend) -> None:
+    filled(backend)
+    old, new = backend.key, new_key()
+    saved = saved_so_far()
+    with backend.open(key=old, old_keys=[new], max_memories=CAP) as writer, backend.open(
+            key=new, old_keys=[old], max_memories=CAP) as rotating:
+        with saving_beside(rotating, writer, saved), pytest.raises(
+                MemoryStoreError, match="still seals with an earlier key") as refused:
+            rotating.rotate_key()
+    assert "\n" not in str(refused.value)
+    with pytest.raises(MemoryStoreKeyError, match="did not encrypt"):
+        backend.open(key=new)  # the rotation did not finish: the new key alone is refused
+    with backend.open(key=new, old_keys=[old], max_memories=CAP) as rotating:
+        rotating.rotate_key()  # once every process seals with the new key, run again
+    with backend.open(key=new, max_memories=CAP) as store:
+        assert [ticket_ids(store.recall(customer)) for customer in CUSTOMERS] == [
+            saved[customer][-CAP:] for customer in CUSTOMERS], (
+            "rows sealed with the old key during a rotation must be found by it, which says so "
+            "and does not finish (RotatingKeys.rotate_key()), so that running it again gives "
+            "the new key every row")
+
+
+def test_rotate_waits_for_a_customers_writer_as_a_save_does(backend: Backend) -> None:
+    filled(backend)
+    new = new_key()
+    with backend.open(key=new, old_keys=[backend.key], max_memories=CAP,
+                      timeout=0.5) as rotating, backend.open(
+            key=new, old_keys=[backend.key]) as writer, writer.customer_lock("C-2"):
+        with pytest.raises(MemoryStoreError, match="waited more than"):
+            rotating.rotate_key()  # C-1's rows are sealed anew, C-2's wait for its writer
+    with backend.open(key=new, old_keys=[backend.key], max_memories=CAP) as rotating:
+        resealed = rotating.rotate_key().memories
+    assert 0 < resealed < 8 or (backend.name == "sqlite" and resealed == 8), (  # its one lock
+        "the rotation must seal a customer's memories under the write lock a save of theirs "
+        "takes (RotatingKeys._resealed_memories()), waiting for it as long as a call may, and "
+        f"once run again seal what is left: {resealed} of 8 rows were left")
+
+
+def test_a_store_nobody_rotates_keeps_the_format_the_previous_release_opens(
+        backend: Backend) -> None:
+    filled(backend)
+    with backend.open(old_keys=[new_key()]) as store:  # earlier keys given, its own key seals
+        store.save("C-1", make_memory("C-1", "T-5"))
+        store.rotate_key()
+    assert meta(backend)["format"] == b"memorybook-store-4" and sorted(meta(backend)) == [
+        "format", "key_check"], (
+        "a store whose own key still seals must stay format 4, which the previous release "
+        "opens beside this one (schema.ROTATED_FORMAT is for stores a new key sealed rows of)")
+    with backend.open(key=new_key(), old_keys=[backend.key]):
+        pass
+    assert meta(backend)["format"] == b"memorybook-store-5", (
+        "once a new key may seal rows, the store must be format 5, so that a version knowing "
+        "only format 4 refuses it rather than find none of its rows (schema.ROTATED_FORMAT)")
