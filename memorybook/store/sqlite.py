@@ -19,6 +19,7 @@ from memorybook.store.database import SqlDatabase
 from memorybook.store.encryption import Keys, StoreKey, resolve_keys
 from memorybook.store.key_file import OWNERS_AND_MODES, KeyFile
 from memorybook.store.retention import Clock
+from memorybook.store.rotation import COMMAND as ROTATE_COMMAND
 from memorybook.store.schema import SQLITE
 from memorybook.store.urls import STORE_URL_ENV, sqlite_path
 from memorybook.store.validation import MemoryStoreError, shown
@@ -117,9 +118,13 @@ class SQLiteDatabase(SqlDatabase):
             raise self._error(error) from error
 
     def key_hint(self) -> str:
-        """The key file, when there is one."""
-        path = self._key_file.path
-        return f", or the key file {path}" if os.path.lexists(path) else ""
+        """The key file, when there is one; and the new key of a rotation not finished."""
+        path, next_path = self._key_file.path, self._key_file.next_path
+        hint = f", or the key file {path}" if os.path.lexists(path) else ""
+        if os.path.lexists(next_path):
+            hint += (f"; a rotation of its key left the new key in {next_path}: run "
+                     f"`{ROTATE_COMMAND}` on this store again to finish it")
+        return hint
 
     def open_tables(self) -> tuple[Keys, bytes]:
         self.run("PRAGMA secure_delete = ON")

@@ -6,15 +6,23 @@ alone is refused. And a store nobody rotates keeps the format the previous relea
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from cryptography.exceptions import InvalidTag
 
 import memorybook.store.rotation as rotation
-from memorybook.store import MemoryStoreError, MemoryStoreKeyError
+from memorybook.settings import Settings
+from memorybook.store import MemoryStoreError, MemoryStoreKeyError, SQLiteMemoryStore
 from memorybook.store.encryption import DerivedKeys, parse_key
-from memorybook.store.rotation import Resealed
-from tests.helpers import Backend, make_memory, new_key, ticket_ids
+from memorybook.store.postgres import PostgresDatabase
+from memorybook.store.rotation import Resealed, rotate
+from memorybook.store.sqlite import SQLiteDatabase
+from tests.helpers import REPO_ROOT, Backend, forked, make_memory, new_key, ticket_ids
 
 CUSTOMERS = ("C-1", "C-2", "C-3")
 CAP = 3  # each customer saves one memory more: an eviction copies its sealed ticket id
@@ -223,6 +231,88 @@ def test_rotate_waits_for_a_customers_writer_as_a_save_does(backend: Backend) ->
         f"once run again seal what is left: {resealed} of 8 rows were left")
 
 
+def database_class(backend: Backend) -> type:
+    return SQLiteDatabase if backend.name == "sqlite" else PostgresDatabase
+
+
+# Where a run of `rotate` is killed: before (or after) the n-th call of what is named.
+KILL_POINTS = {
+    "its first write transaction": ("write_transaction", 1, "before"),
+    "a memory batch": ("write_transaction", 4, "before"),
+    "inside a transaction": ("run_before_commit", 3, "after"),
+    "a history batch": ("write_transaction", 9, "before"),
+    "erasing old values": ("erase_deleted_rows", 1, "before"),
+    "replacing the key file": ("replace", 1, "before"),
+}
+
+
+def rotate_killed(url: str, settings: Settings, owner: object, name: str, n: int,
+                  when: str) -> None:
+    """In a forked child: `rotate`, SIGKILLed before or after the n-th call of owner.name."""
+    original, calls = getattr(owner, name), [0]
+
+    def killed(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == n and when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = original(*args, **kwargs)
+        if calls[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(owner, name, killed)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    rotate(url, settings=settings)
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_rotate_killed_anywhere_then_run_again_loses_and_doubles_nothing(
+        backend: Backend, point: str) -> None:
+    name, n, when = KILL_POINTS[point]
+    key_path = Path(backend.location + ".key")
+    if backend.name == "sqlite":  # its key file rotates: a store made without a key
+        with SQLiteMemoryStore(backend.location, max_memories=CAP) as store:
+            fill(store)
+        old = key_path.read_text().strip()
+        settings = Settings()
+    elif name == "replace":
+        pytest.skip("only a SQLite store's key is in a file")
+    else:
+        filled(backend)
+        old, new = backend.key, new_key()
+        settings = Settings(store_key=new, store_old_keys=[old])
+    with backend.open(key=old, max_memories=CAP) as store:
+        before = everything(store)
+    owner = os if name == "replace" else database_class(backend)
+    status = forked(rotate_killed, backend.url, settings, owner, name, n, when)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, (
+        f"the rotation ended without reaching {point} (call {n} of {name}): choose a kill point "
+        "it reaches in KILL_POINTS")
+    if backend.name == "sqlite":  # the new key waits beside the key file until the last step
+        new = Path(f"{key_path}.new").read_text().strip()
+    for alone in (old, new):  # refused, or reads everything: never half a store
+        with contextlib.suppress(MemoryStoreKeyError), backend.open(
+                key=alone, max_memories=CAP) as store:
+            assert everything(store) == before, (
+                f"killed at {point}, the rotation left a store that one key alone opens, but "
+                "not all of whose rows it reads (memorybook/store/rotation.py)")
+    with backend.open(key=new, old_keys=[old], max_memories=CAP) as store:
+        assert everything(store) == before, (
+            f"killed at {point}, the rotation left rows that its keys cannot read, or lost some")
+    said = rotate(backend.url, settings=settings)
+    assert said.startswith("Sealed ") and "\n" not in said, said
+    if backend.name == "sqlite":
+        assert key_path.read_text().strip() == new and not Path(f"{key_path}.new").exists(), (
+            "run again, the rotation must finish with the new key it began with, in the key "
+            "file (KeyFile.take_next_key() in memorybook/store/key_file.py)")
+    with backend.open(key=new, max_memories=CAP) as store:
+        assert everything(store) == before, (
+            f"killed at {point}, then run again, the rotation lost or doubled rows, or left "
+            "some the new key alone cannot read (memorybook/store/rotation.py)")
+    with pytest.raises(MemoryStoreKeyError, match="did not encrypt"):
+        backend.open(key=old)
+
+
 def test_a_store_nobody_rotates_keeps_the_format_the_previous_release_opens(
         backend: Backend) -> None:
     filled(backend)
@@ -238,3 +328,70 @@ def test_a_store_nobody_rotates_keeps_the_format_the_previous_release_opens(
     assert meta(backend)["format"] == b"memorybook-store-5", (
         "once a new key may seal rows, the store must be format 5, so that a version knowing "
         "only format 4 refuses it rather than find none of its rows (schema.ROTATED_FORMAT)")
+
+
+def test_python_m_memorybook_store_rotate_gives_a_sqlite_store_a_new_key_file(
+        tmp_path: Path) -> None:
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path, max_memories=CAP) as store:
+        fill(store)
+    with SQLiteMemoryStore(path, max_memories=CAP) as store:
+        before = everything(store)
+    old = Path(f"{path}.key").read_text().strip()
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith(("MEMORYBOOK_STORE_", "TYPESAFE_"))}
+    done = subprocess.run([sys.executable, "-m", "memorybook.store", "rotate", f"sqlite:///{path}"],
+                          cwd=REPO_ROOT, env=environment, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stderr == "" and done.stdout.count("\n") == 1, (
+        f"`python -m memorybook.store rotate` must say what it did in one line: {done}")
+    rows = f"{len(before['gates']) + sum(len(m) + len(h) for m, h in map(before.get, CUSTOMERS))}"
+    assert done.stdout.startswith(f"Sealed {rows} rows of ") and (
+        f"key file {path}.key" in done.stdout), (
+        f"it must say how many rows it sealed anew ({rows}), and where the new key is: {done}")
+    new = Path(f"{path}.key").read_text().strip()
+    assert new != old and old not in done.stdout and new not in done.stdout
+    with SQLiteMemoryStore(path, max_memories=CAP) as store:
+        assert everything(store) == before, "the new key file alone must read every row"
+    with pytest.raises(MemoryStoreKeyError, match="did not encrypt"):
+        SQLiteMemoryStore(path, key=old)
+
+
+@pytest.mark.parametrize("case", ["no store named", "no old key given", "a wrong old key"])
+def test_rotate_refuses_in_one_line_saying_what_to_do_and_no_key(
+        case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for variable in ("MEMORYBOOK_STORE_URL", "MEMORYBOOK_STORE_KEY", "MEMORYBOOK_STORE_OLD_KEYS"):
+        monkeypatch.delenv(variable, raising=False)
+    path, old, new = tmp_path / "memories.sqlite3", new_key(), new_key()
+    with SQLiteMemoryStore(path, key=old) as store:
+        store.save("C-1", make_memory("C-1", "T-1"))
+    arguments = ["rotate"] if case == "no store named" else ["rotate", f"sqlite:///{path}"]
+    monkeypatch.setenv("MEMORYBOOK_STORE_KEY", new)
+    if case == "a wrong old key":
+        monkeypatch.setenv("MEMORYBOOK_STORE_OLD_KEYS", new_key())
+    assert rotation.main(arguments) == 1
+    said = capsys.readouterr()
+    expected = {"no store named": "rotate URL", "no old key given": "MEMORYBOOK_STORE_OLD_KEYS",
+                "a wrong old key": "did not encrypt"}[case]
+    assert said.out == "" and said.err.count("\n") == 1 and expected in said.err, (
+        f"`rotate` must refuse ({case}) in one line naming what to do ({expected!r}): {said}")
+    assert old not in said.err and new not in said.err, "a key shows in rotate's message"
+    with SQLiteMemoryStore(path, key=old) as store:
+        assert ticket_ids(store.recall("C-1")) == ["T-1"], "a refused rotation changed the store"
+
+
+def test_a_rotation_left_unfinished_is_named_to_whoever_opens_without_its_new_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
+    path = tmp_path / "memories.sqlite3"
+    with SQLiteMemoryStore(path) as store:
+        store.save("C-1", make_memory("C-1", "T-1"))
+    status = forked(rotate_killed, f"sqlite:///{path}", Settings(), SQLiteDatabase,
+                    "erase_deleted_rows", 1, "before")
+    assert os.WIFSIGNALED(status), "the rotation was not killed before its end"
+    with pytest.raises(MemoryStoreError) as refused:
+        SQLiteMemoryStore(path)  # the key file still holds the old key
+    assert f"{path}.key.new" in str(refused.value) and "rotate" in str(refused.value), (
+        "a store opened with its key file while a rotation's new key waits in <database>.key.new "
+        f"must say so, and to run rotate again (key_hint() in sqlite.py): {refused.value}")
