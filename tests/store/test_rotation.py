@@ -330,6 +330,24 @@ def test_a_store_nobody_rotates_keeps_the_format_the_previous_release_opens(
         "only format 4 refuses it rather than find none of its rows (schema.ROTATED_FORMAT)")
 
 
+def test_a_store_of_an_earlier_format_given_a_new_key_is_upgraded_then_rotated(
+        backend: Backend) -> None:
+    from tests.store.test_schema import make_old_store
+
+    memories = [make_memory("C-1042", f"T-{n}") for n in range(3)]
+    make_old_store(backend, memories, format_number=3)
+    new = new_key()
+    with backend.open(key=new, old_keys=[backend.key], max_memories=2) as store:
+        store.rotate_key()
+    with backend.open(key=new, max_memories=2) as store:
+        assert ticket_ids(store.save("C-1042", make_memory("C-1042", "T-3"))) == ["T-0", "T-1"]
+        assert [(event, ticket) for event, ticket, _ in store.history("C-1042")] == [
+            ("saved", "T-3"), ("evicted", "T-0"), ("evicted", "T-1")], (
+            "a format-3 store opened with a new key must be upgraded (its rows' ticket ids "
+            "sealed for history), then rotated, so that the new key alone reads them")
+    assert meta(backend)["format"] == b"memorybook-store-5"
+
+
 def test_python_m_memorybook_store_rotate_gives_a_sqlite_store_a_new_key_file(
         tmp_path: Path) -> None:
     path = tmp_path / "memories.sqlite3"
