@@ -128,10 +128,6 @@ class Keys:
         """The key given that made this key check value, if any."""
         return next((key for key in self.given if key.matches(check_value)), None)
 
-    def matches(self, stored_check_value: bytes) -> bool:
-        """Whether the store's recorded key check value was made with the key that seals."""
-        return self.sealing.matches(stored_check_value)
-
     def customer_digest(self, customer_id: str) -> bytes:
         return self._digest(["customer", customer_id])
 
