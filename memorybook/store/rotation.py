@@ -18,28 +18,19 @@ keeps format 4, which the previous release opens alike.
 
 ``rotate_key()`` seals every value an earlier key sealed anew, in batches, then makes its key the
 key check's in one transaction: that key alone opens the store, and an earlier one alone is
-refused as any wrong key is. ``rotate()`` runs it for ``python -m memorybook.store rotate``; a
-SQLite store whose key is in its key file gets a new key in ``<database>.key.new`` first, which
-replaces the key file as the last step. Interrupted anywhere, a run again finishes the work:
-what was sealed anew stays so, and no row is written twice. OPERATING.md gives the operator's
-steps.
+refused as any wrong key is. ``python -m memorybook.store rotate`` runs it
+(memorybook/store/__main__.py); a SQLite store whose key is in its key file gets a new key in
+``<database>.key.new`` first, which replaces the key file as the last step. Interrupted anywhere,
+a run again finishes the work: what was sealed anew stays so, and no row is written twice.
+OPERATING.md gives the operator's steps.
 """
 
 from __future__ import annotations
 
-import argparse
-import base64
-import sys
-from collections.abc import Sequence
-from contextlib import ExitStack
-from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from memorybook.errors import MemorybookError
-from memorybook.settings import STORE_KEY_ENV, STORE_OLD_KEYS_ENV, Settings
-from memorybook.store import lock_file
-from memorybook.store.encryption import HISTORY_AAD, PENDING_AAD, Keys, StoreKey
-from memorybook.store.key_file import KeyFile
+from memorybook.settings import STORE_KEY_ENV, STORE_OLD_KEYS_ENV
+from memorybook.store.encryption import HISTORY_AAD, PENDING_AAD, Keys
 from memorybook.store.schema import (
     CHECK_VALUE_BYTES,
     DIGEST_KEY,
@@ -52,12 +43,9 @@ from memorybook.store.schema import (
     TABLES_LOCK,
     WRITE_META,
 )
-from memorybook.store.urls import STORE_URL_ENV, sqlite_path
+from memorybook.store.urls import STORE_URL_ENV
 from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError, UnreadableMemory
 from memorybook.store.writes import UNKNOWN_TICKET
-
-if TYPE_CHECKING:
-    from memorybook.store.base import EncryptedStore
 
 COMMAND = "python -m memorybook.store rotate"
 # Rows read at once: a memory may be a megabyte, a ticket id in history is small.
@@ -91,13 +79,13 @@ class RotatingKeys:
     """The keys of an EncryptedStore (memorybook/store/base.py), which inherits them: a part of
     it kept in a module of its own, using its `_call()`, `_database`, `_keys` and `location`."""
 
-    def _keys_of_the_store(self: EncryptedStore, given: Keys) -> Keys:
+    def _keys_of_the_store(self, given: Keys) -> Keys:
         """The keys given, checked against the store's meta rows (MemoryStoreKeyError unless
         they hold the key check's key and every key rows may be sealed with), sealing with the
         key check's key and digesting with the store's digest key."""
         return self._checked(given, self._database.meta)
 
-    def _seal_with_the_first_key(self: EncryptedStore, given: Keys) -> Keys:
+    def _seal_with_the_first_key(self, given: Keys) -> Keys:
         """The keys, sealing from now on with the first one given. If rows sealed with it would
         be new to the store, the store records that key first (and becomes format 5)."""
         keys = self._checked(given, self._database.meta)
@@ -115,7 +103,7 @@ class RotatingKeys:
                     })
         return keys.settled(first, keys.digest_key)
 
-    def rotate_key(self: EncryptedStore) -> Resealed:
+    def rotate_key(self) -> Resealed:
         """Seal every row anew with this store object's key (the first it was given) and make
         it the store's key: afterwards that key alone opens the store, and an earlier one alone
         is refused.
@@ -148,7 +136,7 @@ class RotatingKeys:
 
     # -- helpers -------------------------------------------------------------------
 
-    def _checked(self: EncryptedStore, given: Keys, meta: dict[str, bytes]) -> Keys:
+    def _checked(self, given: Keys, meta: dict[str, bytes]) -> Keys:
         store_key = given.matching(meta["key_check"])
         if store_key is None:
             raise MemoryStoreKeyError(
@@ -171,12 +159,12 @@ class RotatingKeys:
                       if DIGEST_KEY in meta else store_key.lookup_key)
         return given.settled(store_key, digest_key)
 
-    def _read_meta(self: EncryptedStore) -> dict[str, bytes]:
+    def _read_meta(self) -> dict[str, bytes]:
         meta = {name: bytes(value) for name, value in self._database.run(READ_META)}
         self._database.meta = meta
         return meta
 
-    def _write_meta(self: EncryptedStore, meta: dict[str, bytes],
+    def _write_meta(self, meta: dict[str, bytes],
                     rows: dict[str, bytes]) -> None:
         """Inside a write transaction holding TABLES_LOCK: set these meta rows."""
         for name, value in rows.items():
@@ -184,7 +172,7 @@ class RotatingKeys:
         meta.update(rows)
         self._database.stored_format = meta["format"]
 
-    def _finish_rotation(self: EncryptedStore) -> None:
+    def _finish_rotation(self) -> None:
         """Make the key that seals the store's key, in one transaction: the key check, the digest
         key sealed with it, and no other key listed (but one a newer rotation began with)."""
         with self._call("rotate_key()"), self._database.write_transaction(TABLES_LOCK):
@@ -201,13 +189,13 @@ class RotatingKeys:
                 "format": ROTATED_FORMAT,
             })
 
-    def _resealed_everywhere(self: EncryptedStore) -> Resealed:
+    def _resealed_everywhere(self) -> Resealed:
         return (self._resealed_memories()
                 + self._resealed(PENDING_TABLE, "sealed", PENDING_AAD, MEMORY_ROWS_A_BATCH)
                 + self._resealed(HISTORY_TABLE, "sealed_ticket", HISTORY_AAD,
                                  SMALL_ROWS_A_BATCH))
 
-    def _resealed_memories(self: EncryptedStore) -> Resealed:
+    def _resealed_memories(self) -> Resealed:
         """Every memory row's two sealed values, sealed anew where an earlier key sealed them;
         each customer's rows of a batch in a transaction holding its write lock, so that a save
         copying a row's sealed ticket id into history either ends before (its history row is
@@ -248,14 +236,14 @@ class RotatingKeys:
                                     f"UPDATE {MEMORIES_TABLE} SET {column} = ?"
                                     f" WHERE id = ? AND {column} = ?", updates)
 
-    def _last_id(self: EncryptedStore, table: str) -> int:
+    def _last_id(self, table: str) -> int:
         """The table's last row id now: a pass goes no further, so that it ends however fast
         others write (the rows after it are sealed with the new key, or found by the next)."""
         with self._call("rotate_key()"):
             [(last,)] = self._database.run(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
         return int(last)
 
-    def _resealed(self: EncryptedStore, table: str, column: str, bound_to: bytes,
+    def _resealed(self, table: str, column: str, bound_to: bytes,
                   batch: int) -> Resealed:
         """A table's sealed values (``column``, bound to the row's customer and ``bound_to``),
         sealed anew where an earlier key sealed them, a transaction a batch."""
@@ -307,99 +295,3 @@ def _sealing_keys(meta: dict[str, bytes]) -> list[bytes]:
 def _known(check_value: bytes, meta: dict[str, bytes]) -> bool:
     """Whether rows sealed with the key of this check value are known to the store."""
     return check_value in (meta["key_check"], *_sealing_keys(meta))
-
-
-# -- python -m memorybook.store rotate --------------------------------------------------------
-
-def rotate(url: str | None = None, *, settings: Settings | None = None) -> str:
-    """Rotate the key of the store at ``url`` (default: the settings' ``$MEMORYBOOK_STORE_URL``):
-    seal every row with the new key (``$MEMORYBOOK_STORE_KEY``; the store's current key and any
-    other earlier one in ``$MEMORYBOOK_STORE_OLD_KEYS``), and return the line that says what was
-    done. A MemoryStoreError (or ConfigError) says in one line what to do instead.
-
-    A SQLite store given no key uses its key file: the new key is made in
-    ``<database>.key.new`` (kept, should the run be interrupted, for the next run), and replaces
-    the key file once every row is sealed with it. A SQLite store rotates only while no other
-    process serves it.
-    """
-    from memorybook.store.opening import open_store  # here: opening imports every backend
-
-    settings = settings or Settings.from_environment()
-    url = url or settings.store_url
-    if not url:
-        raise MemoryStoreError(
-            f"Name the store whose key to rotate: `{COMMAND} URL`, or set ${STORE_URL_ENV}.")
-    key_file = None
-    options: dict = {}
-    with ExitStack() as held:
-        if url.partition(":")[0].lower() == "sqlite":
-            path = Path(sqlite_path(url)).expanduser().absolute()
-            if not path.is_file():
-                raise MemoryStoreError(f"There is no memory store at {path}: check the URL.")
-            try:
-                held.enter_context(lock_file.serving_alone(path))
-            except MemoryStoreError as error:
-                raise MemoryStoreError(f"Cannot rotate the key now. {error}") from None
-            if settings.store_key is None:
-                key_file = KeyFile(path)
-                options = _key_file_keys(key_file, settings)
-        store = held.enter_context(open_store(url, settings=settings, **options))
-        resealed = store.rotate_key()
-        if key_file is not None:
-            key_file.take_next_key()
-    kept = (f"; the key file {key_file.path} holds it" if key_file is not None
-            else f": ${STORE_OLD_KEYS_ENV} can go")
-    damaged = (f"; {_many(resealed.unreadable, 'damaged value')} that no key opens left as "
-               "they were" if resealed.unreadable else "")
-    return (f"Sealed {_many(resealed.rows, 'row')} of {store.location} anew with its new key "
-            f"({_many(resealed.memories, 'memory', 'memories')}, "
-            f"{_many(resealed.history, 'history row')}, "
-            f"{_many(resealed.pending, 'pending gate')}); it alone opens the store now"
-            f"{kept}{damaged}.")
-
-
-def _many(count: int, one: str, more: str = "") -> str:
-    return f"{count:,} {one if count == 1 else more or one + 's'}"
-
-
-def _key_file_keys(key_file: KeyFile, settings: Settings) -> dict:
-    """open_store()'s key options to rotate a SQLite store's key file: the new key (made now,
-    or kept from an interrupted run), then the key file's and any other earlier one."""
-    if not key_file.path.exists():
-        raise MemoryStoreKeyError(
-            f"{key_file.database} has no key file {key_file.path} and ${STORE_KEY_ENV} is not "
-            f"set: set it to the new key, and ${STORE_OLD_KEYS_ENV} to the store's current one.")
-    current = key_file.read()
-    new = key_file.next_key()
-    return {"key": StoreKey(_text(new), str(key_file.next_path),
-                            (_text(current), *(settings.store_old_keys or ())),
-                            f"{key_file.path} and ${STORE_OLD_KEYS_ENV}")}
-
-
-def _text(key: bytes) -> str:
-    return base64.urlsafe_b64encode(key).decode("ascii")
-
-
-def main(arguments: Sequence[str] | None = None) -> int:
-    """``python -m memorybook.store``: its commands, and their exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m memorybook.store", description="Look after a memorybook store.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    rotate_command = commands.add_parser(
-        "rotate", help="seal every row with a new key",
-        description=f"Seal every row of the store with ${STORE_KEY_ENV}, reading it with the "
-        f"keys in ${STORE_OLD_KEYS_ENV}; a SQLite store given no key gets a new key file. "
-        "Interrupted, run it again. OPERATING.md says when and how.")
-    rotate_command.add_argument("url", nargs="?", metavar="URL",
-                                help=f"the store (default: ${STORE_URL_ENV})")
-    given = parser.parse_args(arguments)
-    try:
-        print(rotate(given.url))
-    except MemorybookError as error:
-        print(f"memorybook rotate: {' '.join(str(error).split())}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("memorybook rotate: interrupted; what was sealed anew stays so: run it again to "
-              "finish.", file=sys.stderr)
-        return 130
-    return 0

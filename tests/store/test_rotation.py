@@ -18,9 +18,10 @@ from cryptography.exceptions import InvalidTag
 import memorybook.store.rotation as rotation
 from memorybook.settings import Settings
 from memorybook.store import MemoryStoreError, MemoryStoreKeyError, SQLiteMemoryStore
+from memorybook.store.__main__ import main, rotate
 from memorybook.store.encryption import DerivedKeys, parse_key
 from memorybook.store.postgres import PostgresDatabase
-from memorybook.store.rotation import Resealed, rotate
+from memorybook.store.rotation import Resealed
 from memorybook.store.sqlite import SQLiteDatabase
 from tests.helpers import REPO_ROOT, Backend, forked, make_memory, new_key, ticket_ids
 
@@ -388,7 +389,7 @@ def test_rotate_refuses_in_one_line_saying_what_to_do_and_no_key(
     monkeypatch.setenv("MEMORYBOOK_STORE_KEY", new)
     if case == "a wrong old key":
         monkeypatch.setenv("MEMORYBOOK_STORE_OLD_KEYS", new_key())
-    assert rotation.main(arguments) == 1
+    assert main(arguments) == 1
     said = capsys.readouterr()
     expected = {"no store named": "rotate URL", "no old key given": "MEMORYBOOK_STORE_OLD_KEYS",
                 "a wrong old key": "did not encrypt"}[case]
