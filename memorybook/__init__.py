@@ -29,10 +29,11 @@ from `memorybook.service`, the test fixture from `memorybook.testing`):
                                           where memories are filed and where they go in a state
     InMemoryMemories()                    memories for as long as the process runs
     Memories, MemoryStore                 what `memories` may be, as protocols for type hints
-    open_store(url=None, *, key=None, max_memories=50, timeout=None, retention=None, clock=None,
-               settings=None)
+    open_store(url=None, *, key=None, old_keys=None, max_memories=50, timeout=None,
+               retention=None, clock=None, settings=None)
                                           encrypted memories in SQLite or PostgreSQL, expiring
-                                          after `retention`, or NEVER (the default)
+                                          after `retention`, or NEVER (the default); read with
+                                          `old_keys` too while the key rotates
     The pieces an AsyncMemory is built from, for an app that wires them itself:
     PendingGates(turns=None)              each customer's turn in one process (the async wrapper)
     InFlight(limit=None, wait_at_most=None, *, settings=None)

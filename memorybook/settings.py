@@ -11,7 +11,7 @@ transport, open_store(), InFlight, the service, memorybook.testing's fixtures. A
 takes itself (`Jev(recording, mode=...)`, `open_store(url, retention=...)`) wins over both.
 
 A value that cannot be used is a ConfigError in one line naming its variable (or its field, when
-given). The API key, the store key and the service token show in no repr and no message; the
+given). The API key, the store keys and the service token show in no repr and no message; the
 endpoint and the store's URL, which may hold a password, in no repr. The README's table lists
 every variable; tests/test_settings.py holds the two to each other. This module imports nothing
 but the standard library and memorybook.errors, so that the store, which reads its URL and key
@@ -46,6 +46,7 @@ ALLOW_LIVE_IN_CI_ENV = "MEMORYBOOK_LIVE_IN_CI"  # the collection's loopback test
 USAGE_LOG_ENV = "MEMORYBOOK_USAGE_LOG"  # the tests' record of which entries each notebook read
 STORE_URL_ENV = "MEMORYBOOK_STORE_URL"
 STORE_KEY_ENV = "MEMORYBOOK_STORE_KEY"
+STORE_OLD_KEYS_ENV = "MEMORYBOOK_STORE_OLD_KEYS"  # earlier store keys, while the key rotates
 RETENTION_DAYS_ENV = "MEMORYBOOK_RETENTION_DAYS"
 SWEEP_MINUTES_ENV = "MEMORYBOOK_SWEEP_MINUTES"
 MAX_IN_FLIGHT_ENV = "MEMORYBOOK_MAX_IN_FLIGHT"
@@ -228,6 +229,8 @@ class Settings:
     store_key: str | None = _setting(
         STORE_KEY_ENV, None, hidden=True,
         unset_means="a key file beside a SQLite store")
+    store_old_keys: tuple[str, ...] | None = _setting(STORE_OLD_KEYS_ENV, None, lambda name, text:
+                                                      _old_keys(text.split(",")), hidden=True)
     retention: timedelta | NeverType = _setting(
         RETENTION_DAYS_ENV, DEFAULT_RETENTION, _days,
         unset_means="memories that last until erased (or set it to never)")
@@ -260,6 +263,7 @@ class Settings:
             "usage_log": Path(self.usage_log) if self.usage_log else None,
             "store_url": self.store_url or None,
             "store_key": _not_blank(self.store_key, "store_key"),
+            "store_old_keys": _old_keys(self.store_old_keys),
             "allowed_hosts": _hosts("allowed_hosts", ",".join(_strings(self.allowed_hosts))),
         }
         for name, value in normal.items():
@@ -352,6 +356,17 @@ def _not_blank(value: object, name: str) -> object:
     if isinstance(value, str) and not value.strip():
         raise ConfigError(f"{name} is blank: give it a value, or None for none.")
     return value
+
+
+def _old_keys(keys: object) -> tuple[str, ...] | None:
+    """Earlier store keys, blank ones left out (None: none). The message never shows one."""
+    if keys is None:
+        return None
+    keys = list(keys) if isinstance(keys, Iterable) and not isinstance(keys, str) else None
+    if keys is None or not all(isinstance(key, str) for key in keys):
+        raise ConfigError("store_old_keys must be a list of store keys, each a string as "
+                          "store_key takes one")
+    return tuple(key.strip() for key in keys if key.strip()) or None
 
 
 def _strings(values: object) -> Iterable[str]:

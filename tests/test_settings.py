@@ -32,6 +32,7 @@ THE_COLLECTIONS_OWN = {"MEMORYBOOK_USAGE_LOG", "MEMORYBOOK_LIVE_IN_CI"}
 KEY = "settings-canary-key-5e2a7c91"
 TOKEN = "settings-canary-token-0b8d4f63"
 STORE_KEY = "c2V0dGluZ3MtY2FuYXJ5LXN0b3JlLWtleS0zMmJ5dGU="
+OLD_KEY = "c2V0dGluZ3MtY2FuYXJ5LW9sZC1zdG9yZS1rZXktMzI="
 
 # A value each variable takes, and what its field then holds: a variable added to Settings needs
 # its line here, so that it is known to be read.
@@ -47,6 +48,7 @@ SAMPLES = {
     "MEMORYBOOK_USAGE_LOG": ("usage.log", Path("usage.log")),
     "MEMORYBOOK_STORE_URL": ("sqlite:///m.sqlite3", "sqlite:///m.sqlite3"),
     "MEMORYBOOK_STORE_KEY": (STORE_KEY, STORE_KEY),
+    "MEMORYBOOK_STORE_OLD_KEYS": (f" {OLD_KEY}, ,{STORE_KEY} ", (OLD_KEY, STORE_KEY)),
     "MEMORYBOOK_RETENTION_DAYS": ("1.5", timedelta(days=1.5)),
     "MEMORYBOOK_SWEEP_MINUTES": ("5", timedelta(minutes=5)),
     "MEMORYBOOK_MAX_IN_FLIGHT": ("3", 3),
@@ -184,7 +186,8 @@ def test_a_variable_set_but_blank_is_refused_where_unset_would_weaken_protection
     ({"retention": timedelta(days=36_526)}, "retention"),
     ({"max_in_flight": 0}, "max_in_flight"), ({"max_body_bytes": True}, "max_body_bytes"),
     ({"sweep_every": 60}, "sweep_every"), ({"token": "short"}, "token"),
-    ({"allowed_hosts": "a.example"}, "allowed_hosts"), ({"in_ci": "yes"}, "in_ci")])
+    ({"allowed_hosts": "a.example"}, "allowed_hosts"), ({"in_ci": "yes"}, "in_ci"),
+    ({"store_old_keys": OLD_KEY}, "store_old_keys")])
 def test_an_unusable_field_is_refused_in_one_line_naming_it(given, named):
     with pytest.raises(ConfigError) as refused:
         Settings(**given)
@@ -195,13 +198,14 @@ def test_an_unusable_field_is_refused_in_one_line_naming_it(given, named):
 
 def test_no_secret_shows_in_a_repr(no_settings):
     secrets = {"TYPESAFE_API_KEY": KEY, "MEMORYBOOK_STORE_KEY": STORE_KEY,
+               "MEMORYBOOK_STORE_OLD_KEYS": OLD_KEY,
                "MEMORYBOOK_SERVICE_TOKEN": TOKEN,
                "MEMORYBOOK_STORE_URL": "postgresql://app:pw-7f3e1d@db/memories",
                "TYPESAFE_ENDPOINT": "https://api.example/?password=pw-8c2b0a"}
     for variable, value in secrets.items():
         no_settings.setenv(variable, value)
     shown = repr(Settings.from_environment())
-    for value in (KEY, STORE_KEY, TOKEN, "pw-7f3e1d", "pw-8c2b0a"):
+    for value in (KEY, STORE_KEY, OLD_KEY, TOKEN, "pw-7f3e1d", "pw-8c2b0a"):
         assert value not in shown, f"repr(Settings) shows a secret: {shown}"
     assert shown.count("=<set>") == len(secrets), (
         f"repr(Settings) must say that each secret is set, without it: {shown}")

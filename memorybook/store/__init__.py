@@ -14,6 +14,8 @@
                                           # NEVER, the default, keeps them until forgotten)
         gate = store.record_gate("C-1042", memory)  # a gate still to run (GateRecords)
         store.settle_gate(gate, keep=True)          # its verdict: saved as its record goes
+        store.rotate_key()                # seal every row with key=, read with old_keys=
+                                          # (python -m memorybook.store rotate: rotation.py)
 
 What the store guarantees: README.md, "Guarantees". How it is built: CONTRIBUTING.md, "The
 store"; adding a backend: CONTRIBUTING.md, "Add a store backend".

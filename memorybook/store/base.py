@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol, Self, runtime_checkable
 
 from memorybook.store.database import SqlDatabase
-from memorybook.store.encryption import STORE_KEY_ENV, Keys, decode_all
+from memorybook.store.encryption import HISTORY_AAD, Keys, decode_all
 from memorybook.store.pending import StoredGates
 from memorybook.store.retention import (
     FORGOTTEN,
@@ -28,11 +28,10 @@ from memorybook.store.retention import (
     micros,
     moment,
 )
-from memorybook.store.urls import STORE_URL_ENV
+from memorybook.store.rotation import RotatingKeys
 from memorybook.store.validation import (
     DamagedMemoryError,
     MemoryStoreError,
-    MemoryStoreKeyError,
     StoreInputError,
     UnreadableMemory,
     check_limits,
@@ -47,9 +46,7 @@ from memorybook.store.writes import UNKNOWN_TICKET
 MAX_MEMORIES_PER_CUSTOMER = 50
 _MICROSECOND = timedelta(microseconds=1)
 _ALL_ROWS = 2**62  # a LIMIT that limits nothing, spelt alike in SQLite and PostgreSQL
-# Sealed ticket ids of history rows are bound to their customer's digest and to this, so that
-# no history row opens as a memory, nor a memory as a history row.
-_HISTORY_AAD = b"memorybook history"
+_HISTORY_AAD = HISTORY_AAD  # what a sealed ticket id is bound to, besides its customer's digest
 
 
 def ticket_id_of_memory(memory: dict) -> str:
@@ -135,9 +132,10 @@ def _one_call_at_a_time(method: Callable) -> Callable:
     return serialised
 
 
-class EncryptedStore(StoredGates):
+class EncryptedStore(StoredGates, RotatingKeys):
     """A memory store on any SQL database: checks, encryption, eviction, one call at a time,
-    and the gates still to run after their reply (GateRecords, memorybook/store/pending.py).
+    the gates still to run after their reply (GateRecords, memorybook/store/pending.py), and keys
+    that rotate (memorybook/store/rotation.py).
 
     A backend's store class passes ``connect``, which opens its database (an ``SqlDatabase``).
     The store is open once the database's key check matches the key; if anything fails before,
@@ -176,15 +174,13 @@ class EncryptedStore(StoredGates):
         self._database = connect()
         self._is_open = True
         try:
-            self._keys, stored_check_value = self._database.open_tables()
-            if not self._keys.matches(stored_check_value):
-                raise MemoryStoreKeyError(
-                    f"This key did not encrypt {self.location}. Use the key it was created with "
-                    f"(the key argument or ${STORE_KEY_ENV}{self._database.key_hint()}), or point "
-                    f"${STORE_URL_ENV} at a new store to start empty."
-                )
+            given, _ = self._database.open_tables()
+            # Checked against the key check (and sealing with its key while upgrading), then
+            # sealing with the first key given (memorybook/store/rotation.py).
+            self._keys = self._keys_of_the_store(given)
             self._database.upgrade(lambda customer, ticket, sealed: self._sealed_ticket(
                 customer, self._ticket_in(customer, ticket, sealed)))
+            self._keys = self._seal_with_the_first_key(given)
         except BaseException:
             self.close()
             raise

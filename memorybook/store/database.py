@@ -9,11 +9,11 @@ from typing import Any
 
 from memorybook.store.encryption import Keys
 from memorybook.store.schema import (
+    CURRENT_FORMATS,
     EARLIER_FORMATS,
     FILL_SEALED_TICKET,
     INSERT_META,
     READ_FORMAT,
-    READ_KEY_CHECK,
     READ_META,
     ROWS_WITHOUT_SEALED_TICKET,
     STORE_FORMAT,
@@ -48,12 +48,14 @@ class SqlDatabase:
         self.current_call = "opening the store"
         self.deadline = time.monotonic() + timeout
         self.stored_format = STORE_FORMAT  # as read_key_check() finds it
+        self.meta: dict[str, bytes] = {}  # the meta rows, as read_key_check() finds them
 
     def read_key_check(self) -> bytes:
         """Return the stored key check value after making sure the meta table is ours."""
-        meta = dict(self.run(READ_META))
-        self.stored_format = bytes(meta.get("format", b""))
-        if self.stored_format not in (STORE_FORMAT, *EARLIER_FORMATS) or "key_check" not in meta:
+        meta = self.meta = {name: bytes(value) for name, value in self.run(READ_META)}
+        self.stored_format = meta.get("format", b"")
+        if self.stored_format not in (*CURRENT_FORMATS, *EARLIER_FORMATS) or (
+                "key_check" not in meta):
             raise MemoryStoreError(
                 f"{self.location} holds a memorybook_meta table that this version of memorybook "
                 "does not recognise; open it with the memorybook version that created it, or use "
@@ -71,11 +73,11 @@ class SqlDatabase:
         memory (those of format 1 never expire). A racing opener may have done it already: then
         nothing is changed.
         """
-        if self.stored_format == STORE_FORMAT:
+        if self.stored_format in CURRENT_FORMATS:
             return
         with self.write_transaction(TABLES_LOCK):
             [(stored,)] = self.run(READ_FORMAT)
-            if bytes(stored) != STORE_FORMAT:
+            if bytes(stored) not in CURRENT_FORMATS:
                 *changes, set_format = upgrade_tables(self.dialect, bytes(stored))
                 for statement in [*changes, *self.save_objects()]:
                     self.run(statement)
@@ -96,8 +98,7 @@ class SqlDatabase:
         for statement in [*create_tables(self.dialect), *self.save_objects()]:
             self.run(statement)
         self.run(INSERT_META, (STORE_FORMAT, keys.check_value))
-        [(check_value,)] = self.run(READ_KEY_CHECK)
-        return bytes(check_value)
+        return self.read_key_check()
 
     def close(self) -> None:
         self.connection.close()

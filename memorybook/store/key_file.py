@@ -1,4 +1,5 @@
-"""The key file beside a local SQLite store: made once without races, read only if private."""
+"""The key file beside a local SQLite store: made once without races, read only if private; and
+the new key of a rotation (memorybook/store/rotation.py), which replaces it at once."""
 
 from __future__ import annotations
 
@@ -20,11 +21,28 @@ LINK_OPTIONS = {"follow_symlinks": False} if os.link in os.supports_follow_symli
 
 
 class KeyFile:
-    """``<database>.key``: the store key of a SQLite store given no key otherwise (mode 0600)."""
+    """``<database>.key``: the store key of a SQLite store given no key otherwise (mode 0600).
+    While the key rotates, ``<database>.key.new`` holds the new one (``next_path``)."""
 
-    def __init__(self, database: Path) -> None:
+    def __init__(self, database: Path, suffix: str = ".key") -> None:
         self.database = database
-        self.path = database.with_name(database.name + ".key")
+        self.path = database.with_name(database.name + suffix)
+        self.next_path = database.with_name(database.name + ".key.new")
+
+    def next_key(self) -> bytes:
+        """The new key of a rotation: the one an interrupted rotation left in ``next_path``,
+        else a new one written there (as the key file is made: private, never through a link),
+        on disk before it seals anything."""
+        next_file = KeyFile(self.database, ".key.new")
+        if os.path.lexists(next_file.path):
+            return next_file.read()
+        return next_file.create([])
+
+    def take_next_key(self) -> None:
+        """Replace the key file by the rotation's new key, in one step (a rename), on disk when
+        this returns: the last step of a rotation."""
+        os.replace(self.next_path, self.path)
+        _sync_folder(self.path.parent)
 
     def key(self, *, has_data: bool, notices: list[str]) -> bytes:
         """The key in the file; for a store without data yet, a new one (and a notice saying so)."""
@@ -66,6 +84,7 @@ class KeyFile:
             return self.read()
         finally:
             draft.unlink()
+        _sync_folder(self.path.parent)  # the key on disk before anything is sealed with it
         notices.append(
             f"Created a new encryption key for {self.database} at {self.path} (readable only by "
             "you). Keep it safe and out of version control: if it is lost, nobody can read these "
@@ -124,3 +143,14 @@ class KeyFile:
                 f"Make it private with `chmod 600 {self.path}`, and treat the key as seen by "
                 "others if they could read it."
             )
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a file's creation or renaming in ``folder`` durable (POSIX: the folder's fsync)."""
+    if not OWNERS_AND_MODES:  # Windows: no folder can be opened to sync; NTFS logs renames
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ def open_store(
     url: str | None = None,
     *,
     key: str | bytes | None = None,
+    old_keys: Sequence[str | bytes] | None = None,
     max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
     timeout: float | None = None,
     retention: Retention | None = None,
@@ -42,7 +44,9 @@ def open_store(
     default the environment's when the store is opened: ``$MEMORYBOOK_STORE_URL``), then to
     ``.memorybook/memories.sqlite3`` in the repository root (the nearest folder at or above the
     working directory holding ``pyproject.toml``). ``key``
-    defaults to the settings' (``$MEMORYBOOK_STORE_KEY``); without either, a SQLite store keeps
+    defaults to the settings' (``$MEMORYBOOK_STORE_KEY``), and ``old_keys`` (earlier keys it reads
+    with while its key rotates: memorybook/store/rotation.py) to theirs
+    (``$MEMORYBOOK_STORE_OLD_KEYS``) when ``key`` is not given. Without a key, a SQLite store keeps
     its key in a file beside the database (``<database>.key``), made at the first open and named
     in the store's ``notices``: back it up with the database, which nobody can read without it.
     ``max_memories`` is the per-customer cap of this store
@@ -54,8 +58,10 @@ def open_store(
     """
     settings = settings or Settings.from_environment()
     options: dict[str, Any] = {
-        "key": StoreKey(settings.store_key, settings.source("store_key")) if key is None
-        else key,
+        "key": StoreKey(settings.store_key, settings.source("store_key"),
+                        settings.store_old_keys or (), settings.source("store_old_keys"))
+        if key is None else key,
+        "old_keys": old_keys,
         "max_memories": max_memories,
         "retention": settings.retention if retention is None else retention,
         "clock": clock,

@@ -20,6 +20,7 @@ import os
 from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from memorybook.store.encryption import PENDING_AAD
 from memorybook.store.schema import PENDING_TABLE
 from memorybook.store.validation import (
     UnreadableMemory,
@@ -28,9 +29,7 @@ from memorybook.store.validation import (
     shown,
 )
 
-# A pending row is sealed bound to its customer's digest and to this, so that no pending row
-# opens as a memory or a history row, nor one of those as a pending row.
-_PENDING_AAD = b"memorybook pending gate"
+_PENDING_AAD = PENDING_AAD  # what a pending row is sealed bound to, besides its customer's digest
 
 
 class PendingGate(NamedTuple):

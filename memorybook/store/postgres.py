@@ -10,14 +10,20 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import timedelta
 from typing import Any, Self
 
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
-from memorybook.store.encryption import NEW_KEY_COMMAND, STORE_KEY_ENV, Keys, resolve_key
+from memorybook.store.encryption import (
+    NEW_KEY_COMMAND,
+    STORE_KEY_ENV,
+    Keys,
+    StoreKey,
+    resolve_keys,
+)
 from memorybook.store.retention import Clock
 from memorybook.store.schema import (
     COUNTS_TABLE,
@@ -52,10 +58,11 @@ _WRITES = ("save()", "forget()", "forget_customer()", "supersede()", "sweep()", 
 class PostgresMemoryStore(EncryptedStore):
     """Memories in PostgreSQL (psycopg 3), in the connection's current schema.
 
-    Needs a key: the ``key`` argument or ``$MEMORYBOOK_STORE_KEY``. A call waits at most
-    ``timeout`` seconds for a lock another session holds, then fails and writes nothing. A
-    connection lost (the server restarted, or was unreachable for a while) is opened again at the
-    next call.
+    Needs a key: the ``key`` argument or ``$MEMORYBOOK_STORE_KEY`` (``old_keys``: earlier keys
+    it reads with, by default ``$MEMORYBOOK_STORE_OLD_KEYS`` when ``key`` is not given). A call
+    waits at most ``timeout`` seconds for a lock another session holds, then fails and writes
+    nothing. A connection lost (the server restarted, or was unreachable for a while) is opened
+    again at the next call.
     """
 
     url_example = "postgresql://user@host:port/database"
@@ -64,23 +71,24 @@ class PostgresMemoryStore(EncryptedStore):
         self,
         url: str,
         *,
-        key: str | bytes | None = None,
+        key: str | bytes | StoreKey | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
         timeout: float = POSTGRES_LOCK_TIMEOUT_SECONDS,
         retention: timedelta | None = None,
         clock: Clock | None = None,
+        old_keys: Sequence[str | bytes] | None = None,
     ) -> None:
         super().__init__(
             redacted(url),
             max_memories,
             timeout,
-            connect=lambda: PostgresDatabase(url, self.timeout, key),
+            connect=lambda: PostgresDatabase(url, self.timeout, key, old_keys),
             retention=retention,
             clock=clock,
         )
         self._reopen = functools.partial(
             type(self), url, key=key, max_memories=max_memories, timeout=timeout,
-            retention=retention, clock=clock)
+            retention=retention, clock=clock, old_keys=old_keys)
 
     def reopened(self) -> Self:
         """Another store object on this database, opened with this one's key and options: a
@@ -93,7 +101,8 @@ class PostgresDatabase(SqlDatabase):
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, timeout: float, key: str | bytes | None) -> None:
+    def __init__(self, url: str, timeout: float, key: str | bytes | StoreKey | None,
+                 old_keys: Sequence[str | bytes] | None = None) -> None:
         super().__init__(redacted(url), timeout)
         if password_needs_encoding(url):
             raise MemoryStoreError(
@@ -101,7 +110,8 @@ class PostgresDatabase(SqlDatabase):
                 "be percent-encoded: write @ as %40, / as %2F, ? as %3F, # as %23 and a space as "
                 "%20, or leave the password out of the URL and set $PGPASSWORD."
             )
-        self._keys = Keys(resolve_key(key, self.location, otherwise=self._no_key))
+        first, *old = resolve_keys(key, old_keys, self.location, otherwise=self._no_key)
+        self._keys = Keys(first, old)
         self._psycopg = _import_psycopg()
         self._url = url
         self._limits = self.timeout

@@ -21,6 +21,13 @@ FORMAT_1, FORMAT_2, FORMAT_3 = b"memorybook-store-1", b"memorybook-store-2", b"m
 # on PostgreSQL, the function that saves): versions that only know format 3 refuse format 4,
 # rather than write rows without it.
 EARLIER_FORMATS = (FORMAT_1, FORMAT_2, FORMAT_3)
+# A store of format 4 whose key has begun to rotate (memorybook/store/rotation.py): the same
+# tables, but its rows may be sealed with a key other than the key check's, and its digests keep
+# the key of its first key, held in the meta rows (DIGEST_KEY, SEALING_KEYS). Versions that only
+# know format 4 refuse it, rather than find none of its rows with digests of the new key. A store
+# keeps format 4 until a store object is given a new key to seal with.
+ROTATED_FORMAT = b"memorybook-store-5"
+CURRENT_FORMATS = (STORE_FORMAT, ROTATED_FORMAT)  # opened as they are, never upgraded
 TABLES_LOCK = b"memorybook tables"  # the write lock that creating or upgrading tables holds
 
 META_TABLE = "memorybook_meta"
@@ -169,3 +176,11 @@ INSERT_META = (
 READ_META = f"SELECT name, value FROM {META_TABLE}"
 READ_KEY_CHECK = f"SELECT value FROM {META_TABLE} WHERE name = 'key_check'"
 READ_FORMAT = f"SELECT value FROM {META_TABLE} WHERE name = 'format'"
+# Format 5's meta rows: the digest key, sealed with the key check's key; and the check values of
+# the other keys that rows may be sealed with, one after the other (CHECK_VALUE_BYTES each).
+DIGEST_KEY, SEALING_KEYS = "digest_key", "sealing_keys"
+CHECK_VALUE_BYTES = 32
+WRITE_META = (
+    f"INSERT INTO {META_TABLE} (name, value) VALUES (?, ?)"
+    " ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)

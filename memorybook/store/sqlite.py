@@ -7,7 +7,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
@@ -16,9 +16,10 @@ from typing import Any
 import memorybook.store.lock_file as lock_file
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
-from memorybook.store.encryption import Keys, resolve_key
+from memorybook.store.encryption import Keys, StoreKey, resolve_keys
 from memorybook.store.key_file import OWNERS_AND_MODES, KeyFile
 from memorybook.store.retention import Clock
+from memorybook.store.rotation import COMMAND as ROTATE_COMMAND
 from memorybook.store.schema import SQLITE
 from memorybook.store.urls import STORE_URL_ENV, sqlite_path
 from memorybook.store.validation import MemoryStoreError, shown
@@ -38,7 +39,8 @@ class SQLiteMemoryStore(EncryptedStore):
 
     ``path`` is the database file; its folder is created if missing. Without a
     ``key`` argument or ``$MEMORYBOOK_STORE_KEY``, the key is read from
-    ``<path>.key`` -- created (mode 0600) for a new database, with a notice.
+    ``<path>.key`` -- created (mode 0600) for a new database, with a notice. ``old_keys``: earlier
+    keys it reads with (default: ``$MEMORYBOOK_STORE_OLD_KEYS`` when ``key`` is not given).
     """
 
     url_example = "sqlite:///path/to/memories.sqlite3"
@@ -51,11 +53,12 @@ class SQLiteMemoryStore(EncryptedStore):
         self,
         path: str | os.PathLike[str],
         *,
-        key: str | bytes | None = None,
+        key: str | bytes | StoreKey | None = None,
         max_memories: int = MAX_MEMORIES_PER_CUSTOMER,
         timeout: float = SQLITE_BUSY_TIMEOUT_SECONDS,
         retention: timedelta | None = None,
         clock: Clock | None = None,
+        old_keys: Sequence[str | bytes] | None = None,
     ) -> None:
         if "\0" in os.fspath(path):
             raise MemoryStoreError(
@@ -69,7 +72,7 @@ class SQLiteMemoryStore(EncryptedStore):
             str(self.path),
             max_memories,
             timeout,
-            connect=lambda: SQLiteDatabase(key_file, self.timeout, key, self.notices),
+            connect=lambda: SQLiteDatabase(key_file, self.timeout, key, old_keys, self.notices),
             retention=retention,
             clock=clock,
         )
@@ -85,12 +88,13 @@ class SQLiteDatabase(SqlDatabase):
     dialect = SQLITE
 
     def __init__(
-        self, key_file: KeyFile, timeout: float, key: str | bytes | None, notices: list[str]
+        self, key_file: KeyFile, timeout: float, key: str | bytes | StoreKey | None,
+        old_keys: Sequence[str | bytes] | None, notices: list[str]
     ) -> None:
         self.path = key_file.database
         super().__init__(str(self.path), timeout)
         self._key_file = key_file
-        self._key = key
+        self._key, self._old_keys = key, old_keys
         self._notices = notices
         self._busy_timeout = timeout  # sqlite3.connect's, until a call shortens it
         if sqlite3.sqlite_version_info < _OLDEST_SQLITE:
@@ -114,9 +118,13 @@ class SQLiteDatabase(SqlDatabase):
             raise self._error(error) from error
 
     def key_hint(self) -> str:
-        """The key file, when there is one."""
-        path = self._key_file.path
-        return f", or the key file {path}" if os.path.lexists(path) else ""
+        """The key file, when there is one; and the new key of a rotation not finished."""
+        path, next_path = self._key_file.path, self._key_file.next_path
+        hint = f", or the key file {path}" if os.path.lexists(path) else ""
+        if os.path.lexists(next_path):
+            hint += (f"; a rotation of its key left the new key in {next_path}: run "
+                     f"`{ROTATE_COMMAND}` on this store again to finish it")
+        return hint
 
     def open_tables(self) -> tuple[Keys, bytes]:
         self.run("PRAGMA secure_delete = ON")
@@ -155,8 +163,9 @@ class SQLiteDatabase(SqlDatabase):
 
     def _keys(self, *, has_data: bool) -> Keys:
         """The store's keys: from the key given, else from its key file (made if need be)."""
-        return Keys(resolve_key(self._key, self.location, otherwise=lambda: self._key_file.key(
-            has_data=has_data, notices=self._notices)))
+        first, *old = resolve_keys(self._key, self._old_keys, self.location, otherwise=lambda:
+                                   self._key_file.key(has_data=has_data, notices=self._notices))
+        return Keys(first, old)
 
     def run(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:

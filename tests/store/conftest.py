@@ -431,9 +431,9 @@ BY_NAME = {fresh_store.name: fresh_store for fresh_store in FRESH_STORES}
 def fresh_location(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Backend]:
-    """A fresh, empty store location on the backend `name`, with no store URL or key set."""
-    monkeypatch.delenv("MEMORYBOOK_STORE_KEY", raising=False)
-    monkeypatch.delenv("MEMORYBOOK_STORE_URL", raising=False)
+    """A fresh, empty store location on the backend `name`, with no store URL or keys set."""
+    for variable in ("MEMORYBOOK_STORE_KEY", "MEMORYBOOK_STORE_OLD_KEYS", "MEMORYBOOK_STORE_URL"):
+        monkeypatch.delenv(variable, raising=False)
     with BY_NAME[name].fresh(tmp_path) as fresh:
         yield fresh
 
