@@ -187,16 +187,17 @@ _LIST = re.compile(r"IN \(:([a-z_]+)\)")  # a list parameter's place: `IN (:name
 
 
 @functools.cache
-def _with_placeholders(statement: str) -> tuple[str, tuple[str, ...]]:
-    return _PARAMETER.sub("?", statement), tuple(_PARAMETER.findall(statement))
+def _with_placeholders(statement: str) -> tuple[str, tuple[str, ...], bool]:
+    return (_PARAMETER.sub("?", statement), tuple(_PARAMETER.findall(statement)),
+            _LIST.search(statement) is not None)
 
 
 def positional(statement: str, parameters: dict[str, object]) -> tuple[str, tuple]:
     """A statement of a write written with ``?`` placeholders, and its parameters in order; a
     list parameter (``IN (:name)``) is spelt with as many placeholders as it has values."""
-    sql, names = _with_placeholders(statement)
-    if not any(isinstance(parameters[name], list) for name in names):
-        return sql, tuple(parameters[name] for name in names)
+    sql, names, has_a_list = _with_placeholders(statement)
+    if not has_a_list:
+        return sql, tuple([parameters[name] for name in names])
     values: list = []
     for name in names:
         value = parameters[name]
