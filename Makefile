@@ -135,6 +135,7 @@ benchmark: $(INSTALLED) ## Time set-up, the notebooks and tests, a live recordin
 	$(BIN)/python -m benchmarks.collection_benchmark
 	$(BIN)/python -m benchmarks.live_recording_benchmark
 	$(BIN)/python -m benchmarks.store_benchmark
+	$(BIN)/python -m benchmarks.store_cost_benchmark
 	$(BIN)/python -m benchmarks.service_benchmark
 	$(BIN)/python -m benchmarks.large_bodies_benchmark
 	$(BIN)/python -m benchmarks.read_benchmark

@@ -41,7 +41,11 @@ from memorybook.store.validation import (
     memory_not_found,
     shown,
 )
-from memorybook.store.writes import UNKNOWN_TICKET
+from memorybook.store.writes import (
+    SWEEP_BATCH_CUSTOMERS,
+    SWEEP_BATCH_ROWS,
+    UNKNOWN_TICKET,
+)
 
 MAX_MEMORIES_PER_CUSTOMER = 50
 _MICROSECOND = timedelta(microseconds=1)
@@ -95,6 +99,22 @@ class MemoryStore(Memories, Protocol):
     def __enter__(self) -> MemoryStore: ...
 
     def __exit__(self, *exc_info: object) -> None: ...
+
+
+def _batches(expired: list[tuple[bytes, int]]) -> Iterator[list[bytes]]:
+    """Customers with memories expired (digest, how many), in batches of at most
+    SWEEP_BATCH_CUSTOMERS customers and SWEEP_BATCH_ROWS memories (a customer with more, in a
+    batch of its own)."""
+    batch: list[bytes] = []
+    rows = 0
+    for customer, count in expired:
+        if batch and (len(batch) == SWEEP_BATCH_CUSTOMERS or rows + count > SWEEP_BATCH_ROWS):
+            yield batch
+            batch, rows = [], 0
+        batch.append(customer)
+        rows += count
+    if batch:
+        yield batch
 
 
 class MemoriesRead(list[dict]):
@@ -257,9 +277,10 @@ class EncryptedStore(StoredGates, RotatingKeys):
 
         ``expires_at`` (an aware datetime, after the clock's time) ends this memory; without it,
         the memory ends ``retention`` after the clock's time, or never when the store has none.
-        The customer's expired memories are deleted first: they take no room under the cap.
-        What a save deletes is gone from recall at once, and from the database's files at the
-        next ``sweep()``.
+        Expired memories take no room under the cap: a save that reaches it deletes the
+        customer's expired memories before it evicts any (below the cap they wait for
+        ``sweep()``; none is ever recalled). What a save deletes is gone from recall at once,
+        and from the database's files at the next ``sweep()``.
         """
         # Checked before the call takes the store's lock: however large, it holds up no other.
         customer_id = checked_customer_id(customer_id)
@@ -302,6 +323,8 @@ class EncryptedStore(StoredGates, RotatingKeys):
                 if not self._delete_gate(customer, gate_id):
                     return None
                 evicted = self._database.run_save(parameters)
+        if not evicted:  # as after most saves
+            return MemoriesRead()
         evicted.sort()
         # Read only once the rows are gone: what cannot be read is still evicted.
         return self._readable(
@@ -323,6 +346,12 @@ class EncryptedStore(StoredGates, RotatingKeys):
         """Delete every customer's expired memories for good; return how many.
 
         Each deletion is in the customer's history as ``expired``, at the time it expired.
+        Customers are swept in batches, many in one transaction, each batch at most a few
+        hundred customers and a thousand memories (memorybook/store/writes.py), so that no
+        batch holds its locks for long. Beside other processes sweeping at once, each memory
+        expires once: on PostgreSQL a batch leaves out the customers whose lock another
+        transaction holds (a save, or another sweep's batch), and those that still have expired
+        memories then are swept one by one, waiting for their lock.
         Then the database's files are rid of every deleted row (SQLite: its write-ahead log
         is emptied; PostgreSQL: ``VACUUM FULL``, which locks the tables while it runs). This is
         the step that erases what the store deleted on its own: memories evicted by the cap or
@@ -333,18 +362,22 @@ class EncryptedStore(StoredGates, RotatingKeys):
         write-ahead log and backups keep their copies until they are recycled.
         """
         now = self._now()
-        customers = self._database.run(
-            "SELECT DISTINCT customer_digest FROM memorybook_memories WHERE expires_at <= ?",
-            (now,),
-        )
-        swept = 0
-        for (customer,) in customers:
-            customer = bytes(customer)
-            with self._database.write_transaction(customer):
-                swept += self._database.run_expiry(
-                    {"customer": customer, "now": now, "unknown_ticket": UNKNOWN_TICKET})
+        swept, left_out = 0, []
+        for batch in _batches(self._database.expired_by_customer(now)):
+            gone = self._database.sweep_alone(self._sweep_parameters(batch, now))
+            swept += len(gone)
+            left_out += set(batch).difference(gone)
+        for start in range(0, len(left_out), SWEEP_BATCH_CUSTOMERS):
+            for customer in self._database.still_expired(
+                    left_out[start:start + SWEEP_BATCH_CUSTOMERS], now):
+                with self._database.write_transaction(customer):
+                    swept += len(self._database.run_sweep(self._sweep_parameters([customer], now)))
         self._database.erase_deleted_rows()
         return swept
+
+    @staticmethod
+    def _sweep_parameters(customers: list[bytes], now: int) -> dict[str, object]:
+        return {"customers": customers, "now": now, "unknown_ticket": UNKNOWN_TICKET}
 
     @_one_call_at_a_time
     def history(self, customer_id: str) -> list[HistoryEvent]:

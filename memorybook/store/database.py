@@ -24,11 +24,12 @@ from memorybook.store.schema import (
 )
 from memorybook.store.validation import MemoryStoreError
 from memorybook.store.writes import (
-    ERASE_STEPS,
-    EXPIRED_COUNT,
-    EXPIRING,
-    SAVE_STEPS,
-    Step,
+    ERASE,
+    EXPIRED_BY_CUSTOMER,
+    SAVE,
+    STILL_EXPIRED,
+    SWEEP,
+    Write,
     positional,
 )
 
@@ -69,17 +70,21 @@ class SqlDatabase:
         Adds what each later format has (format 2: the expiry column and the history tables;
         format 3: the expiry index, each customer's count and the table of pending gates;
         format 4: each memory's ticket id sealed for history, which ``seal_ticket(customer,
-        ticket, sealed)`` gives for a row, and the backend's ``save_objects()``), keeping every
-        memory (those of format 1 never expire). A racing opener may have done it already: then
+        ticket, sealed)`` gives for a row), keeping every memory (those of format 1 never
+        expire); and, in a store of any format, the backend's ``save_objects()`` as this
+        version makes them, when ``objects_out_of_date()`` says they are not (a store that an
+        earlier version of this format made). A racing opener may have done it already: then
         nothing is changed.
         """
-        if self.stored_format in CURRENT_FORMATS:
+        if self.stored_format in CURRENT_FORMATS and not self.objects_out_of_date():
             return
         with self.write_transaction(TABLES_LOCK):
             [(stored,)] = self.run(READ_FORMAT)
-            if bytes(stored) not in CURRENT_FORMATS:
-                *changes, set_format = upgrade_tables(self.dialect, bytes(stored))
-                for statement in [*changes, *self.save_objects()]:
+            stored = bytes(stored)
+            upgraded = stored not in CURRENT_FORMATS
+            if upgraded:
+                *changes, set_format = upgrade_tables(self.dialect, stored)
+                for statement in changes:
                     self.run(statement)
                 while rows := self.run(ROWS_WITHOUT_SEALED_TICKET):
                     self.run_before_commit(FILL_SEALED_TICKET, [
@@ -87,7 +92,11 @@ class SqlDatabase:
                         for row_id, customer, ticket, sealed in rows
                     ])
                 self.run(set_format, (STORE_FORMAT,))
-        self.stored_format = STORE_FORMAT
+                stored = STORE_FORMAT
+            if upgraded or self.objects_out_of_date():
+                for statement in self.save_objects():
+                    self.run(statement)
+        self.stored_format = stored
 
     def create_tables(self, keys: Keys) -> bytes:
         """Create the tables and the meta rows; return the key check value the store now holds.
@@ -146,10 +155,15 @@ class SqlDatabase:
         """The statements that create what this backend's writes run on, beside the tables."""
         return []
 
+    def objects_out_of_date(self) -> bool:
+        """Whether what ``save_objects()`` makes is missing, or differs from what this version
+        makes (as in a store an earlier version made)."""
+        return False
+
     def run_save(self, parameters: dict[str, object]) -> list[tuple]:
-        """Inside a write transaction: a save (writes.SAVE_STEPS) with these parameters
-        (writes.SAVE_PARAMETERS). Returns the rows evicted (id, ticket digest, sealed)."""
-        return self._run_steps(SAVE_STEPS, parameters)
+        """Inside a write transaction: a save (writes.SAVE) with these parameters. Returns the
+        rows evicted (id, ticket digest, sealed)."""
+        return self._run_steps(SAVE, parameters)
 
     def save_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
         """A save in a transaction of its own, holding ``lock_key``'s write lock; as
@@ -158,33 +172,48 @@ class SqlDatabase:
             return self.run_save(parameters)
 
     def erase_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
-        """A customer's erasure (writes.ERASE_STEPS) in a transaction of its own, holding
+        """A customer's erasure (writes.ERASE) in a transaction of its own, holding
         ``lock_key``'s write lock: the memory rows it deleted (id, ticket digest, sealed). A
         backend on a server does it in one trip."""
         with self.write_transaction(lock_key):
-            return self._run_steps(ERASE_STEPS, parameters)
+            return self._run_steps(ERASE, parameters)
 
-    def run_expiry(self, parameters: dict[str, object]) -> int:
-        """Inside a write transaction: a customer's expired memories go, as a save's first step
-        (writes.EXPIRING) has them go; how many."""
-        [(expired,)] = self.run(*positional(EXPIRED_COUNT, parameters))
-        if expired:
-            for statement in EXPIRING.statements:
-                self.run(*positional(statement, parameters))
-        return expired
+    def expired_by_customer(self, now: int) -> list[tuple[bytes, int]]:
+        """Each customer with memories expired at ``now``, and how many: (digest, count)."""
+        return [(bytes(customer), int(count))
+                for customer, count in self.run(*positional(EXPIRED_BY_CUSTOMER, {"now": now}))]
 
-    def _run_steps(self, steps: tuple[Step, ...], parameters: dict[str, object]) -> list[tuple]:
-        """A write's steps, each only when it is needed: the rows of its statement with
-        RETURNING."""
+    def still_expired(self, customers: list[bytes], now: int) -> list[bytes]:
+        """Those of ``customers`` that still have memories expired at ``now``."""
+        if not customers:
+            return []
+        return [bytes(customer) for (customer,) in self.run(
+            *positional(STILL_EXPIRED, {"customers": customers, "now": now}))]
+
+    def run_sweep(self, parameters: dict[str, object]) -> list[bytes]:
+        """Inside a write transaction holding the lock of each of its customers: a batch of a
+        sweep (writes.SWEEP); the customer of each memory it expired."""
+        return [bytes(customer) for (customer,) in self._run_steps(SWEEP, parameters)]
+
+    def sweep_alone(self, parameters: dict[str, object]) -> list[bytes]:
+        """A batch of a sweep in a transaction of its own; as ``run_sweep()``. A backend whose
+        writers lock each customer leaves out a customer whose lock another transaction holds
+        (writes.SWEEP's ``locks``), and does it in one trip."""
+        with self.write_transaction(b""):  # the database's one write lock
+            return self.run_sweep(parameters)
+
+    def _run_steps(self, write: Write, parameters: dict[str, object]) -> list[tuple]:
+        """A write's steps, each only when its flag is set: the rows of its result."""
         result: list[tuple] = []
-        for step in steps:
-            if step.when is not None:
-                [(needed,)] = self.run(*positional(f"SELECT {step.when}", parameters))
-                if not needed:
-                    continue
+        flags: dict[str, bool] = {}
+        for step in write.steps:
+            if step.when is not None and not flags.get(step.when):
+                continue
             for statement in step.statements:
-                rows = self.run(*positional(statement, parameters))
-                if rows:
+                rows = self.run(*positional(statement.sql, parameters))
+                if statement.sets is not None:
+                    [(flags[statement.sets],)] = rows
+                elif rows:
                     result = rows
         return result
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import timedelta
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from memorybook.store.base import MAX_MEMORIES_PER_CUSTOMER, EncryptedStore
 from memorybook.store.database import SqlDatabase
@@ -35,14 +35,15 @@ from memorybook.store.schema import (
 from memorybook.store.urls import password_needs_encoding, passwords_in, redacted
 from memorybook.store.validation import MemoryStoreError, MemoryStoreKeyError
 from memorybook.store.writes import (
-    ERASE_FUNCTION,
-    ERASE_PARAMETERS,
-    ERASE_STEPS,
-    SAVE_FUNCTION,
-    SAVE_PARAMETERS,
-    SAVE_STEPS,
+    ERASE,
+    SAVE,
+    SWEEP,
+    Write,
     postgres_function,
+    postgres_function_body,
 )
+
+_WRITE_FUNCTIONS = (SAVE, ERASE, SWEEP)
 
 # How long a PostgreSQL call waits for a lock another session holds; a transaction of ours left
 # idle (a stuck client) is ended after twice that.
@@ -154,40 +155,57 @@ class PostgresDatabase(SqlDatabase):
             raise self._error(error) from None
 
     def save_objects(self) -> list[str]:
-        return [postgres_function(SAVE_FUNCTION, SAVE_PARAMETERS, SAVE_STEPS, self.dialect),
-                postgres_function(ERASE_FUNCTION, ERASE_PARAMETERS, ERASE_STEPS, self.dialect)]
+        return [postgres_function(write, self.dialect) for write in _WRITE_FUNCTIONS]
+
+    def objects_out_of_date(self) -> bool:
+        made = dict(self.run(
+            "SELECT proname, prosrc FROM pg_proc WHERE proname = ANY(?) AND pronamespace ="
+            " (SELECT oid FROM pg_namespace WHERE nspname = current_schema())",
+            ([write.function for write in _WRITE_FUNCTIONS],)))
+        return made != {write.function: postgres_function_body(write, self.dialect)
+                        for write in _WRITE_FUNCTIONS}
 
     def run_save(self, parameters: dict[str, object]) -> list[tuple]:
-        return self._call_write(SAVE_FUNCTION, SAVE_PARAMETERS, parameters,
-                                self._transaction_lock)
+        return self._call_write(SAVE, parameters, self._transaction_lock)
 
     def save_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
         # One statement in a transaction of its own: the function takes the lock, then saves.
-        return self._call_write(SAVE_FUNCTION, SAVE_PARAMETERS, parameters,
-                                _write_lock_id(lock_key))
+        return self._call_write(SAVE, parameters, _write_lock_id(lock_key))
 
     def erase_alone(self, lock_key: bytes, parameters: dict[str, object]) -> list[tuple]:
-        return self._call_write(ERASE_FUNCTION, ERASE_PARAMETERS, parameters,
-                                _write_lock_id(lock_key))
+        return self._call_write(ERASE, parameters, _write_lock_id(lock_key))
 
-    def _call_write(self, function: str, names: dict[str, str], parameters: dict[str, object],
-                    lock_id: int) -> list[tuple]:
+    def run_sweep(self, parameters: dict[str, object]) -> list[bytes]:
+        return self._sweep(parameters)
+
+    def sweep_alone(self, parameters: dict[str, object]) -> list[bytes]:
+        # One statement in a transaction of its own: the function takes the locks that are
+        # free, then sweeps those customers.
+        return self._sweep(parameters)
+
+    def _sweep(self, parameters: dict[str, object]) -> list[bytes]:
+        customers = parameters["customers"]
+        assert isinstance(customers, list)
+        locks = [_write_lock_id(customer) for customer in customers]
+        return [bytes(customer) for (customer,) in self._call_write(SWEEP, parameters, locks)]
+
+    def _call_write(self, write: Write, parameters: dict[str, object], lock: int | list[int]
+                    ) -> list[tuple]:
         """The rows of a write's function (writes.postgres_function()). Inside a write
         transaction, which holds the lock already, it takes it again, which changes nothing."""
-        # %b: the arguments travel in binary, a sealed memory as its bytes rather than hex.
-        arguments = ", ".join(["%b"] * (len(names) + 1))
-        sql = f"SELECT row_id, row_ticket, row_sealed FROM {function}({arguments})"
-        values = (*(parameters[name] for name in names), lock_id)
+        call = _CALLS[write.function]
+        values = (*call.arguments(parameters), lock)
         if self._pipeline is not None:  # in a write transaction's pipeline
-            return self.run(sql, values)
+            return self.run(call.in_a_transaction, values)
         # Alone, on a cursor kept for it, whose rows come back in binary too.
         cursor = self._write_cursor
         if cursor is None or cursor.connection is not self.connection:
             cursor = self._write_cursor = self.connection.cursor(binary=True)
         try:
-            return cursor.execute(sql, values).fetchall()
+            rows = cursor.execute(call.alone, values).fetchall()
         except self._psycopg.Error as error:
             raise self._error(error) from None
+        return rows if len(write.returns) == 1 else [row for (row,) in rows]
 
     def flush(self) -> None:
         if self._pipeline is not None:
@@ -521,6 +539,26 @@ class Watchdog:
                         sock.shutdown(socket.SHUT_RDWR)
 
 
+class _Call(NamedTuple):
+    """How a write's function is called (%b: the arguments travel in binary, a sealed memory as
+    its bytes rather than hex), and its arguments in order, but for the lock's."""
+
+    alone: str  # in the select list: no table of rows made first; each row one record
+    in_a_transaction: str  # in a pipeline, whose rows come in text: each column its own
+    arguments: Callable[[dict[str, object]], tuple]
+
+
+def _call_of(write: Write) -> _Call:
+    call = f"{write.function}({', '.join(['%b'] * (len(write.parameters) + 1))})"
+    names = list(write.parameters)
+    return _Call(f"SELECT {call}", f"SELECT {', '.join(write.returns)} FROM {call}",
+                 lambda parameters: tuple(parameters[name] for name in names))
+
+
+_CALLS = {write.function: _call_of(write) for write in _WRITE_FUNCTIONS}
+
+
+@functools.lru_cache(maxsize=1024)
 def _write_lock_id(lock_key: bytes) -> int:
     """The advisory lock that serialises the writers of one customer (and only them), so that
     a save's count-then-evict step sees every row committed before it."""

@@ -226,7 +226,10 @@ class PostgresBackend(Backend):
             " USING btree (customer_digest, id)",
             "CREATE UNIQUE INDEX memorybook_pending_pkey ON memorybook_pending USING btree (id)",
         ],
-        "functions": [("memorybook_erase", "plpgsql"), ("memorybook_save", "plpgsql")],
+        # The writes' functions: made anew, as this version writes them, by every opening of a
+        # store whose functions differ (SqlDatabase.upgrade()), with the format unchanged.
+        "functions": [("memorybook_erase", "plpgsql"), ("memorybook_save", "plpgsql"),
+                      ("memorybook_sweep", "plpgsql")],
     }
     format_1_tables = (
         "CREATE TABLE memorybook_meta (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",

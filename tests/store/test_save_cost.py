@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from tests.helpers import Backend, make_memory, ticket_ids
 
 START = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
@@ -100,3 +102,26 @@ def hold(backend: Backend, customers: dict[str, int], expires_at: datetime) -> N
         connection.commit()
         connection.execute("ANALYZE")  # the planner knows what the tables hold, as in use
         connection.commit()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_save_below_the_cap_runs_one_statement_more_than_a_bare_write(
+    backend: Backend,
+) -> None:
+    """A bare write of the memory and its history row is four statements (BEGIN IMMEDIATE, two
+    INSERTs, COMMIT); a save adds the count, which also says whether the cap is reached, and
+    nothing else below it, though the customer holds memories that expired."""
+    hold(backend, {"C-1042": 10}, expires_at=START + RETENTION)
+    with backend.open(max_memories=20, clock=lambda: START + 2 * RETENTION) as store:
+        connection = store._database.connection  # type: ignore[attr-defined]
+        statements: list[str] = []
+        connection.set_trace_callback(statements.append)
+        store.save("C-1042", make_memory("C-1042", "T-new"))
+        connection.set_trace_callback(None)
+        assert store.recall("C-1042") == [make_memory("C-1042", "T-new")]
+    assert len(statements) == 5, (
+        f"A save below the cap ran {len(statements)} statements, not 5: "
+        + "; ".join(statement.split(" (")[0] for statement in statements)
+        + ". Below the cap, a save looks for no expired memory and checks the cap by the "
+        "count's own RETURNING (memorybook/store/writes.py SAVE)."
+    )

@@ -6,7 +6,11 @@ import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from memorybook.store.encryption import Keys, parse_key
+from memorybook.store.postgres import _write_lock_id
+from memorybook.store.writes import SAVE, UNKNOWN_TICKET, postgres_function
 from tests.helpers import Backend, make_memory, ticket_ids
 
 START = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
@@ -108,7 +112,8 @@ def test_a_format_3_store_larger_than_an_upgrade_batch_has_every_row_sealed(
 ) -> None:
     memories = [make_memory("C-1042", f"T-{n}") for n in range(1_001)]  # a batch is 1,000
     make_old_store(backend, memories, format_number=3, expires_at=[START] * len(memories))
-    with backend.open(max_memories=2_000, clock=lambda: START) as store:
+    # At the cap, a save expires them first (their history copies each sealed ticket id).
+    with backend.open(max_memories=1_001, clock=lambda: START) as store:
         store.save("C-1042", make_memory("C-1042", "T-new"))
         expired = [ticket for event, ticket, _ in store.history("C-1042") if event == "expired"]
     assert sorted(expired) == sorted(f"T-{n}" for n in range(1_001)), (
@@ -143,6 +148,45 @@ def test_a_row_an_earlier_version_writes_after_the_upgrade_is_evicted_with_an_un
             "A row without its sealed ticket id must be evicted all the same, its history "
             "ticket unknown (writes.UNKNOWN_TICKET, EncryptedStore.history())."
         )
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_functions_an_earlier_version_made_are_made_anew_at_open_and_its_calls_still_work(
+    backend: Backend,
+) -> None:
+    """A store of this format that an earlier version made holds that version's functions, and
+    such a version's replicas may run beside this one during a rolling upgrade: opening the
+    store makes this version's functions (the sweep's too), with the signatures those replicas
+    call."""
+    with backend.open(max_memories=2) as store:
+        store.save("C-1042", make_memory("C-1042", "T-1"))
+        row = store.sealed_row("C-1042", make_memory("C-1042", "T-3"))
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):  # as an earlier version left them: a save that does
+        connection.execute("DROP FUNCTION memorybook_sweep")  # nothing, and no sweep's
+        connection.execute(postgres_function(SAVE._replace(steps=())))
+        connection.commit()
+    now = datetime(2026, 8, 4, 9, 0, tzinfo=UTC)
+    with backend.open(max_memories=2, clock=lambda: now) as store:
+        assert store.save("C-1042", make_memory("C-1042", "T-2")) == []
+        assert ticket_ids(store.recall("C-1042")) == ["T-1", "T-2"], (
+            "Opening a store whose functions differ from this version's must make them anew "
+            "(SqlDatabase.upgrade(), PostgresDatabase.objects_out_of_date()).")
+        assert store.sweep() == 0
+    connection, _ = backend.connect_directly()
+    with contextlib.closing(connection):  # a save as the previous release calls it
+        evicted = connection.execute(
+            "SELECT row_id, row_ticket, row_sealed FROM memorybook_save(%s, %s, %s, %s, %s,"
+            " %s, %s, %s, %s, %s)",
+            (*row, None, 1, 2, 2**62, UNKNOWN_TICKET, _write_lock_id(row.customer_digest)),
+        ).fetchall()
+        connection.commit()
+    assert len(evicted) == 1, (
+        "memorybook_save() must keep the arguments and the rows earlier versions call it with "
+        f"and read (writes.py SAVE): {evicted}")
+    with backend.open(max_memories=2) as store:
+        assert ticket_ids(store.recall("C-1042")) == ["T-2", "T-3"]
+        assert store.save("C-1042", make_memory("C-1042", "T-4")) == [make_memory("C-1042", "T-2")]
 
 
 def make_old_store(
