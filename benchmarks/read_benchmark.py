@@ -8,8 +8,9 @@ e.g. a `git worktree` of an older commit, to compare in the same run), the servi
 under uvicorn on 127.0.0.1 on that store, and always stopped. Then, round after round, the same
 read is made both ways, interleaved: `recall()` on a store object in this process, and
 `GET /customers/{id}/memories` over one kept-alive HTTP connection (the standard library's
-client, the least a client adds). Printed: each side's median
-and p95, and their ratio. No figure is asserted: read them side by side.
+client, the least a client adds), and `GET /health`, which reads nothing: the HTTP stack alone.
+Printed: each side's median and p95, /health's median, and the ratio. No figure is asserted:
+read them side by side.
 """
 
 from __future__ import annotations
@@ -64,30 +65,38 @@ def started_service(tree: Path, url: str, key: str) -> tuple[subprocess.Popen, s
     raise SystemExit(f"the service of {tree} did not answer /health within 30 s")
 
 
-def interleaved(store, base_url: str, rounds: int, memories: int) -> tuple[list, list]:
-    """(recall() seconds, GET seconds), one of each per round, after a few warm-up reads. The
-    GETs go over one kept-alive connection of the standard library's own client, the least a
-    client can add, and their bodies are read whole."""
-    in_process, served = [], []
+def interleaved(store, base_url: str, rounds: int, memories: int) -> tuple[list, list, list]:
+    """(recall() seconds, GET seconds, GET /health seconds), one of each per round, after a few
+    warm-up reads. The GETs go over one kept-alive connection of the standard library's own
+    client, the least a client can add, and their bodies are read whole; /health, which reads
+    nothing, is what the HTTP stack alone takes."""
+    in_process, served, health = [], [], []
     host, port = base_url.removeprefix("http://").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=30)
+
+    def get(path: str) -> tuple[float, int, bytes]:
+        started = time.perf_counter()
+        connection.request("GET", path)
+        answer = connection.getresponse()
+        body = answer.read()
+        return time.perf_counter() - started, answer.status, body
+
     try:
         for round_ in range(rounds + 10):
             started = time.perf_counter()
             recalled = store.recall(CUSTOMER)
-            middle = time.perf_counter()
-            connection.request("GET", f"/customers/{CUSTOMER}/memories")
-            answer = connection.getresponse()
-            body = answer.read()
-            ended = time.perf_counter()
-            assert len(recalled) == memories and answer.status == 200, body[:200]
+            recall_seconds = time.perf_counter() - started
+            get_seconds, status, body = get(f"/customers/{CUSTOMER}/memories")
+            health_seconds, _, _ = get("/health")
+            assert len(recalled) == memories and status == 200, body[:200]
             assert len(json.loads(body)["memories"]) == memories
             if round_ >= 10:
-                in_process.append(middle - started)
-                served.append(ended - middle)
+                in_process.append(recall_seconds)
+                served.append(get_seconds)
+                health.append(health_seconds)
     finally:
         connection.close()
-    return in_process, served
+    return in_process, served, health
 
 
 def p95(values: list[float]) -> float:
@@ -116,20 +125,21 @@ def main() -> None:
                 for tree in trees:
                     service, base_url = started_service(tree.resolve(), url, key)
                     try:
-                        recall, get = interleaved(store, base_url, arguments.rounds,
-                                                  arguments.memories)
+                        recall, get, health = interleaved(store, base_url, arguments.rounds,
+                                                          arguments.memories)
                     finally:
                         service.terminate()
                         service.wait(30)
                     rows.append([str(tree), *(f"{seconds * 1000:.2f}" for seconds in (
                         statistics.median(recall), p95(recall), statistics.median(get),
-                        p95(get))), f"{statistics.median(get) / statistics.median(recall):.2f}x"])
+                        p95(get), statistics.median(health))),
+                        f"{statistics.median(get) / statistics.median(recall):.2f}x"])
         finally:
             subprocess.run([str(server), "stop", folder], capture_output=True, check=False)
     print(f"{arguments.memories} memories of one customer on PostgreSQL, {arguments.rounds} "
           "interleaved rounds:")
     print(markdown_table(["tree", "recall() median ms", "p95", "GET median ms", "p95",
-                          "GET / recall()"], rows))
+                          "GET /health median ms", "GET / recall()"], rows))
 
 
 if __name__ == "__main__":
