@@ -43,17 +43,17 @@ def free_port() -> int:
         return held.getsockname()[1]
 
 
-def started_service(tree: Path, folder: Path) -> tuple[subprocess.Popen, str]:
-    """uvicorn serving `tree`'s service on a free port, once it answers /health."""
+def started_service(tree: Path, **variables: str) -> tuple[subprocess.Popen, str]:
+    """uvicorn serving `tree`'s service on a free port, with `variables` (its store's, say) and no
+    other MEMORYBOOK_ or TYPESAFE_ setting of ours, once it answers /health."""
     port = free_port()
     environment = {name: value for name, value in os.environ.items()
                    if not name.startswith(("MEMORYBOOK_", "TYPESAFE_"))}
-    environment.update(PYTHONPATH=str(tree),
-                       MEMORYBOOK_STORE_URL=f"sqlite:///{folder / 'store.sqlite3'}")
+    environment.update(PYTHONPATH=str(tree), **variables)
     server = subprocess.Popen(
         [str(REPO_ROOT / ".venv" / "bin" / "uvicorn"), "--factory",
          "memorybook.service:create_app", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "critical"], cwd=tree, env=environment,
+         "--log-level", "critical", "--no-access-log"], cwd=tree, env=environment,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -92,7 +92,8 @@ def main() -> None:
     rows = []
     for tree in args.tree or [REPO_ROOT]:
         with tempfile.TemporaryDirectory() as folder:
-            server, base_url = started_service(tree.resolve(), Path(folder))
+            server, base_url = started_service(
+                tree.resolve(), MEMORYBOOK_STORE_URL=f"sqlite:///{Path(folder) / 'store.sqlite3'}")
             try:
                 result = asyncio.run(measured(base_url, args.bodies))
             finally:

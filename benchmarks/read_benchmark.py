@@ -26,9 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx2
-
-from benchmarks.large_bodies_benchmark import free_port
+from benchmarks.large_bodies_benchmark import started_service
 from benchmarks.markdown_table import markdown_table
 from benchmarks.store_benchmark import sample_memory
 from memorybook.store import open_store
@@ -40,29 +38,6 @@ CUSTOMER = "C-1042"
 def memory(number: int) -> dict:
     """A memory about the size of the cookbook's (about 1 KB of JSON), as the store benchmark's."""
     return sample_memory(CUSTOMER, number)
-
-
-def started_service(tree: Path, url: str, key: str) -> tuple[subprocess.Popen, str]:
-    """uvicorn serving `tree`'s service on the store at `url`, once it answers."""
-    port = free_port()
-    environment = {name: value for name, value in os.environ.items()
-                   if not name.startswith(("MEMORYBOOK_", "TYPESAFE_"))}
-    environment.update(PYTHONPATH=str(tree), MEMORYBOOK_STORE_URL=url, MEMORYBOOK_STORE_KEY=key)
-    server = subprocess.Popen(
-        [str(REPO_ROOT / ".venv" / "bin" / "uvicorn"), "--factory",
-         "memorybook.service:create_app", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "critical", "--no-access-log"], cwd=tree, env=environment,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base_url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx2.get(f"{base_url}/health", timeout=1).status_code == 200:
-                return server, base_url
-        except httpx2.TransportError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit(f"the service of {tree} did not answer /health within 30 s")
 
 
 def interleaved(store, base_url: str, rounds: int, memories: int) -> tuple[list, list, list]:
@@ -123,7 +98,8 @@ def main() -> None:
                 for number in range(arguments.memories):
                     store.save(CUSTOMER, memory(number))
                 for tree in trees:
-                    service, base_url = started_service(tree.resolve(), url, key)
+                    service, base_url = started_service(
+                        tree.resolve(), MEMORYBOOK_STORE_URL=url, MEMORYBOOK_STORE_KEY=key)
                     try:
                         recall, get, health = interleaved(store, base_url, arguments.rounds,
                                                           arguments.memories)
